@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian 12 packages kvroute's build, tests, benchmarks and
+# examples need, skipping those already present. Safe to run repeatedly.
+set -eu
+
+packages="g++ cmake ninja-build libabsl-dev libfmt-dev catch2 libbenchmark-dev"
+
+missing=""
+for p in $packages; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -n "$missing" ]; then
+  echo "kvroute: installing$missing"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+fi

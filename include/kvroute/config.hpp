@@ -1,0 +1,50 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/config.hpp
+// -----------------------------------------------------------------------------
+//
+// Build-configuration macros shared by every kvroute header: the C++20 check,
+// the versioned inline namespace, assertions and branch hints. Not API beyond
+// the macros documented here.
+//
+// Thread safety: not applicable (macros only).
+//
+// Example:
+//
+//   #include <kvroute/config.hpp>
+//   KVROUTE_NAMESPACE_BEGIN
+//   // ... kvroute::v0 declarations ...
+//   KVROUTE_NAMESPACE_END
+
+#ifndef KVROUTE_CONFIG_HPP_
+#define KVROUTE_CONFIG_HPP_
+
+#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) < 202002L
+#error "kvroute requires C++20 (-std=c++20 or later)"
+#endif
+
+#include <cassert>
+
+// Every declaration lives in `kvroute::v0`, an inline namespace, so that two
+// kvroute versions linked into one server get different mangled names instead
+// of silently violating the one-definition rule.
+#define KVROUTE_NAMESPACE_BEGIN \
+  namespace kvroute {           \
+  inline namespace v0 {
+#define KVROUTE_NAMESPACE_END \
+  }                           \
+  }
+
+// Programmer errors and invariants; compiled out with NDEBUG like assert().
+#define KVROUTE_ASSERT(cond, msg) assert((cond) && (msg))
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KVROUTE_NOINLINE __attribute__((noinline))
+#define KVROUTE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define KVROUTE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define KVROUTE_NOINLINE
+#define KVROUTE_LIKELY(x) (x)
+#define KVROUTE_UNLIKELY(x) (x)
+#endif
+
+#endif  // KVROUTE_CONFIG_HPP_

@@ -1,0 +1,35 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/kvroute.hpp
+// -----------------------------------------------------------------------------
+//
+// The umbrella header: includes every public kvroute header except the
+// opt-in fmt formatters (kvroute/fmt.hpp).
+//
+// Thread safety: see each component's header.
+//
+// Example:
+//
+//   #include <kvroute/kvroute.hpp>
+//
+//   kvroute::Router<kvroute::RoundRobin> router;
+//   router.add_worker({.url = "http://10.0.0.1:30000"}).IgnoreError();
+//   kvroute::Selection s = router.select({.text = "Hello"});
+
+#ifndef KVROUTE_KVROUTE_HPP_
+#define KVROUTE_KVROUTE_HPP_
+
+#include "kvroute/clock.hpp"
+#include "kvroute/config.hpp"
+#include "kvroute/decision.hpp"
+#include "kvroute/load_tracker.hpp"
+#include "kvroute/policies/power_of_two.hpp"
+#include "kvroute/policies/random.hpp"
+#include "kvroute/policies/round_robin.hpp"
+#include "kvroute/policy.hpp"
+#include "kvroute/request.hpp"
+#include "kvroute/router.hpp"
+#include "kvroute/select_worker.hpp"
+#include "kvroute/version.hpp"
+#include "kvroute/worker_set.hpp"
+
+#endif  // KVROUTE_KVROUTE_HPP_

@@ -1,0 +1,129 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/policy.hpp
+// -----------------------------------------------------------------------------
+//
+// The `Policy` concept: what a routing policy must provide for
+// `select_worker` (select_worker.hpp) to call it, and `ClusterView`, the
+// state a policy decides over.
+//
+// A type `P` models `kvroute::Policy` if, for `P& p`, `const RequestView& r`
+// and `const ClusterView& c`:
+//   1. `p.name()` is `noexcept` and returns something convertible to
+//      `std::string_view`: the policy's name for metrics ("round_robin").
+//   2. `p.choose(r, c)` is `noexcept` and returns `Decision`.
+//
+// Semantic requirements (not checked by the compiler):
+//   * `choose` returns a worker from `c.healthy()`, or no worker with a
+//     branch saying why. It never names a removed or unhealthy worker.
+//   * `choose` never blocks on I/O, never sleeps, never logs and never
+//     throws; it may take short internal locks. It does not allocate on the
+//     steady-state path (first sight of a model or key may allocate).
+//   * `choose` may be called concurrently on the same object from any number
+//     of threads; all mutable state is atomic or internally locked.
+//   * Given equal inputs, equal seeds and one calling thread, `choose`
+//     returns equal results.
+//   * Ties between equally good workers are broken at random (seeded) or by
+//     a documented rule that spreads load, never towards the first worker.
+//
+// Optional hooks, detected with `requires` and called by `Router` when
+// present:
+//   * `p.on_worker_added(const Worker&)`: a worker joined.
+//   * `p.on_worker_removed(WorkerId)`: a worker left; drop its state.
+//   * `p.maintain()`: periodic work is due or the host asks for it now
+//     (eviction, TTL sweeps, re-balancing). Policies also run it lazily from
+//     `choose` when their interval has passed on their clock.
+//
+// Thread safety: ClusterView is a value over immutable snapshot data and a
+// thread-safe LoadTracker.
+//
+// Example (a complete policy):
+//
+//   struct FirstHealthy {
+//     std::string_view name() const noexcept { return "first_healthy"; }
+//     kvroute::Decision choose(const kvroute::RequestView&,
+//                              const kvroute::ClusterView& c) noexcept {
+//       if (c.healthy().empty()) return c.no_worker();
+//       return kvroute::Decision::pick(c.healthy().front(),
+//                                      kvroute::Branch::kRandom);
+//     }
+//   };
+//   static_assert(kvroute::Policy<FirstHealthy>);
+
+#ifndef KVROUTE_POLICY_HPP_
+#define KVROUTE_POLICY_HPP_
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kvroute/config.hpp"
+#include "kvroute/decision.hpp"
+#include "kvroute/load_tracker.hpp"
+#include "kvroute/request.hpp"
+#include "kvroute/worker_set.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+
+// The cluster as one selection sees it: the request model's group inside one
+// snapshot, and the live load counters.
+struct ClusterView {
+  const WorkerSnapshot* snapshot = nullptr;
+  const ModelGroup* group = nullptr;
+  const LoadTracker* load = nullptr;
+
+  // Healthy members of the request's model, ascending id order.
+  std::span<const Worker* const> healthy() const noexcept {
+    return group ? group->healthy() : std::span<const Worker* const>{};
+  }
+  // All members, healthy or not, ascending id order.
+  std::span<const Worker* const> members() const noexcept {
+    return group ? group->members() : std::span<const Worker* const>{};
+  }
+  // The model whose group this is ("" for all workers).
+  std::string_view model() const noexcept {
+    return group ? group->model() : std::string_view{};
+  }
+  // In-flight requests on `w` (0 without a tracker).
+  std::int64_t in_flight(const Worker& w) const noexcept {
+    return load ? load->in_flight(w.id) : 0;
+  }
+  // The "no worker" decision for an empty group or an all-unhealthy one.
+  Decision no_worker() const noexcept {
+    return Decision::none(members().empty() ? Branch::kNoWorkers
+                                            : Branch::kNoHealthyWorkers);
+  }
+};
+
+template <class P>
+concept Policy = requires(P& p, const RequestView& r, const ClusterView& c) {
+  { p.name() } noexcept -> std::convertible_to<std::string_view>;
+  { p.choose(r, c) } noexcept -> std::same_as<Decision>;
+};
+
+namespace detail {
+template <class P>
+concept HasWorkerAdded = requires(P& p, const Worker& w) { p.on_worker_added(w); };
+template <class P>
+concept HasWorkerRemoved = requires(P& p, WorkerId id) { p.on_worker_removed(id); };
+template <class P>
+concept HasMaintain = requires(P& p) { p.maintain(); };
+}  // namespace detail
+
+// Calls the optional hooks when `P` has them; no-ops otherwise.
+template <Policy P>
+void notify_worker_added(P& p, const Worker& w) {
+  if constexpr (detail::HasWorkerAdded<P>) p.on_worker_added(w);
+}
+template <Policy P>
+void notify_worker_removed(P& p, WorkerId id) {
+  if constexpr (detail::HasWorkerRemoved<P>) p.on_worker_removed(id);
+}
+template <Policy P>
+void run_maintenance(P& p) {
+  if constexpr (detail::HasMaintain<P>) p.maintain();
+}
+
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_POLICY_HPP_

@@ -1,0 +1,63 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/select_worker.hpp
+// -----------------------------------------------------------------------------
+//
+// `select_worker`: one routing decision. The data flow of a request:
+//
+//   1. The request's model picks its group in the snapshot: that model's
+//      workers plus the model-less ones (every worker for an empty model).
+//   2. No members -> Decision{kNoWorkers}; members but none healthy ->
+//      Decision{kNoHealthyWorkers}. The policy is not called.
+//   3. Otherwise the policy chooses among the group's healthy members, with
+//      the live loads from the LoadTracker, and reports the branch it took.
+//   4. The host dispatches to the chosen worker through LoadTracker, holding
+//      the guard until the response ends (see Router for the whole loop).
+//
+// Policies do not combine inside one call; a host that wants a fallback
+// chain calls select_worker again with another policy when the first returns
+// no worker (for example after a strict target-worker miss).
+//
+// Thread safety: as thread-safe as the policy (every kvroute policy is);
+// `snapshot` and `load` may be shared by any number of concurrent calls.
+//
+// Example:
+//
+//   kvroute::WorkerSet workers;  kvroute::LoadTracker load;
+//   kvroute::RoundRobin rr;
+//   workers.add({.url = "http://a:8000"}).IgnoreError();
+//   auto snap = workers.snapshot();
+//   kvroute::Decision d = kvroute::select_worker(rr, {.text = "hi"}, *snap, load);
+//   // d.worker->url == "http://a:8000", d.branch == Branch::kRoundRobin
+
+#ifndef KVROUTE_SELECT_WORKER_HPP_
+#define KVROUTE_SELECT_WORKER_HPP_
+
+#include "kvroute/config.hpp"
+#include "kvroute/decision.hpp"
+#include "kvroute/load_tracker.hpp"
+#include "kvroute/policy.hpp"
+#include "kvroute/request.hpp"
+#include "kvroute/worker_set.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+
+// Returns the policy's choice for `request` among the healthy workers of its
+// model in `snapshot`, or no worker with the reason as the branch. The
+// returned `worker` points into `snapshot`. Never throws, never allocates on
+// the steady-state path of the shipped policies.
+template <Policy P>
+[[nodiscard]] Decision select_worker(P& policy, const RequestView& request,
+                                     const WorkerSnapshot& snapshot,
+                                     const LoadTracker& load) noexcept {
+  const ModelGroup& group = snapshot.group(request.model);
+  const ClusterView cluster{&snapshot, &group, &load};
+  if (group.healthy().empty()) return cluster.no_worker();
+  Decision d = policy.choose(request, cluster);
+  KVROUTE_ASSERT(d.worker == nullptr || d.worker->healthy,
+                 "policy chose an unhealthy worker");
+  return d;
+}
+
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_SELECT_WORKER_HPP_
