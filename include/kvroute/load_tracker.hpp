@@ -49,8 +49,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "kvroute/config.hpp"
+#include "kvroute/detail/mutex.hpp"
 #include "kvroute/detail/stable_hash.hpp"
 #include "kvroute/worker_set.hpp"
 
@@ -228,7 +228,7 @@ class LoadTracker {
   };
 
   struct KeyShard {
-    absl::Mutex mu;
+    detail::Mutex mu;
     absl::flat_hash_map<std::string, std::int64_t> counts ABSL_GUARDED_BY(mu);
   };
 
@@ -266,7 +266,7 @@ class LoadTracker {
       std::memcpy(out.data(), &id.value, sizeof(id.value));
       std::memcpy(out.data() + sizeof(id.value), key.data(), key.size());
       KeyShard& sh = shard_for(out);
-      absl::MutexLock lock(&sh.mu);
+      detail::MutexLock lock(&sh.mu);
       if (++sh.counts[out] == 1) {
         s.active_keys.fetch_add(1, std::memory_order_relaxed);
       }
@@ -279,7 +279,7 @@ class LoadTracker {
     KeyShard& sh = shard_for(k);
     bool last = false;
     {
-      absl::MutexLock lock(&sh.mu);
+      detail::MutexLock lock(&sh.mu);
       auto it = sh.counts.find(absl::string_view(k));
       if (it == sh.counts.end()) return;
       if (--it->second == 0) {

@@ -37,13 +37,13 @@
 #include <compare>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -52,8 +52,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "kvroute/config.hpp"
+#include "kvroute/detail/mutex.hpp"
 #include "kvroute/detail/ascii.hpp"
 #include "kvroute/detail/hash_ring.hpp"
 
@@ -116,7 +116,7 @@ class ModelGroup {
   // is unchanged. Complexity: O(1) after the first call; the first call
   // allocates 150 points per member.
   const detail::HashRing& ring() const {
-    absl::call_once(ring_->once, [this] {
+    std::call_once(ring_->once, [this] {
       std::vector<std::string_view> urls;
       urls.reserve(members_.size());
       for (const Worker* w : members_) urls.push_back(w->url);
@@ -128,7 +128,7 @@ class ModelGroup {
  private:
   friend class WorkerSnapshot;
   struct RingCache {
-    absl::once_flag once;
+    std::once_flag once;
     std::unique_ptr<detail::HashRing> ring;
   };
 
@@ -278,7 +278,7 @@ class WorkerSet {
   // Registers several workers at once, all or none, with one snapshot.
   absl::StatusOr<std::vector<WorkerId>> add(std::span<const WorkerSpec> specs)
       ABSL_LOCKS_EXCLUDED(write_mu_) {
-    absl::MutexLock write(&write_mu_);
+    detail::MutexLock write(&write_mu_);
     std::shared_ptr<const WorkerSnapshot> cur = current();
     absl::flat_hash_set<std::string_view> seen;
     for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -314,7 +314,7 @@ class WorkerSet {
   // still hold it, so a selection in flight completes normally.
   // Returns NotFound for an id that is not registered.
   absl::Status remove(WorkerId id) ABSL_LOCKS_EXCLUDED(write_mu_) {
-    absl::MutexLock write(&write_mu_);
+    detail::MutexLock write(&write_mu_);
     std::shared_ptr<const WorkerSnapshot> cur = current();
     if (cur->find(id) == nullptr) return not_found(id);
     std::vector<Worker> next;
@@ -330,7 +330,7 @@ class WorkerSet {
   // Returns NotFound for an id that is not registered.
   absl::Status set_healthy(WorkerId id, bool healthy)
       ABSL_LOCKS_EXCLUDED(write_mu_) {
-    absl::MutexLock write(&write_mu_);
+    detail::MutexLock write(&write_mu_);
     std::shared_ptr<const WorkerSnapshot> cur = current();
     const Worker* w = cur->find(id);
     if (w == nullptr) return not_found(id);
@@ -353,7 +353,7 @@ class WorkerSet {
  private:
   std::shared_ptr<const WorkerSnapshot> current() const
       ABSL_LOCKS_EXCLUDED(read_mu_) {
-    absl::ReaderMutexLock read(&read_mu_);
+    detail::ReaderMutexLock read(&read_mu_);
     return current_;
   }
 
@@ -399,15 +399,15 @@ class WorkerSet {
     std::shared_ptr<const WorkerSnapshot> next =
         WorkerSnapshot::make(std::move(workers), ++generation_, previous);
     {
-      absl::MutexLock read(&read_mu_);
+      detail::MutexLock read(&read_mu_);
       current_.swap(next);
     }
     // `next` now holds the old snapshot; it is released here, outside the
     // reader lock, unless a selection still holds it.
   }
 
-  absl::Mutex write_mu_;
-  mutable absl::Mutex read_mu_;
+  detail::Mutex write_mu_;
+  mutable detail::Mutex read_mu_;
   std::shared_ptr<const WorkerSnapshot> current_ ABSL_GUARDED_BY(read_mu_);
   std::uint32_t next_id_ ABSL_GUARDED_BY(write_mu_) = 0;
   std::uint64_t generation_ ABSL_GUARDED_BY(write_mu_) = 0;

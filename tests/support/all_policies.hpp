@@ -1,0 +1,34 @@
+// Test support: every shipped policy, with a factory taking a seed, for the
+// templated conformance tests.
+#ifndef KVROUTE_TESTS_SUPPORT_ALL_POLICIES_HPP_
+#define KVROUTE_TESTS_SUPPORT_ALL_POLICIES_HPP_
+
+#include <cstdint>
+#include <memory>
+#include <tuple>
+
+#include "kvroute/clock.hpp"
+#include "kvroute/policies/power_of_two.hpp"
+#include "kvroute/policies/random.hpp"
+#include "kvroute/policies/round_robin.hpp"
+
+namespace kvtest {
+
+template <class P>
+struct Factory {
+  static std::unique_ptr<P> make(std::uint64_t seed, const kvroute::Clock&) {
+    return std::make_unique<P>(typename P::Options{.seed = seed});
+  }
+};
+template <>
+struct Factory<kvroute::RoundRobin> {
+  static std::unique_ptr<kvroute::RoundRobin> make(std::uint64_t, const kvroute::Clock&) {
+    return std::make_unique<kvroute::RoundRobin>();
+  }
+};
+
+using AllPolicies = std::tuple<kvroute::RoundRobin, kvroute::Random, kvroute::PowerOfTwo>;
+
+}  // namespace kvtest
+
+#endif  // KVROUTE_TESTS_SUPPORT_ALL_POLICIES_HPP_
