@@ -468,9 +468,15 @@ TEST_CASE("consistent_hashing: bounded load", "[consistent_hashing][bounded_load
     const Decision d = by_header(c, p, "authorization", key);
     CHECK(c.index_of(d) == second);
     CHECK(d.branch == Branch::kBoundedLoadSpill);
-    // Dropping the owner's load brings the key home.
-    c.set_load(at(owner), 2);
-    CHECK(c.index_of(by_key(c, p, key)) == owner);
+    // Once the owner is back within its bound the key comes home: owner 3,
+    // the others 2 each, total 11, bound 1.25 * 12 / 5 = 3.
+    c.set_load(at(owner), 3);
+    for (std::size_t i = 0; i < 5; ++i) {
+      if (i != at(owner)) c.set_load(i, 2);
+    }
+    const Decision home = by_key(c, p, key);
+    CHECK(c.index_of(home) == owner);
+    CHECK(home.branch == Branch::kRoutingKeyHit);
   }
   SECTION("an over-bound successor is skipped too") {
     c.set_load(at(owner), 3);  // total 6, bound 1.25 * 7 / 5 = 1.75

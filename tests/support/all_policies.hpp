@@ -8,7 +8,9 @@
 #include <tuple>
 
 #include "kvroute/clock.hpp"
+#include "kvroute/policies/consistent_hashing.hpp"
 #include "kvroute/policies/power_of_two.hpp"
+#include "kvroute/policies/prefix_hash.hpp"
 #include "kvroute/policies/random.hpp"
 #include "kvroute/policies/round_robin.hpp"
 
@@ -27,7 +29,8 @@ struct Factory<kvroute::RoundRobin> {
   }
 };
 
-using AllPolicies = std::tuple<kvroute::RoundRobin, kvroute::Random, kvroute::PowerOfTwo>;
+using AllPolicies = std::tuple<kvroute::RoundRobin, kvroute::Random, kvroute::PowerOfTwo,
+                               kvroute::ConsistentHashing, kvroute::PrefixHash>;
 
 }  // namespace kvtest
 
