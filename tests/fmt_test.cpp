@@ -27,3 +27,9 @@ TEST_CASE("fmt: every branch has a distinct snake_case name", "[fmt]") {
   }
   CHECK(names.size() == kvroute::kAllBranches.size());
 }
+
+TEST_CASE("fmt: kAllBranches lists the enumerators in order", "[fmt]") {
+  for (std::size_t i = 0; i < kvroute::kAllBranches.size(); ++i) {
+    CHECK(static_cast<std::size_t>(kvroute::kAllBranches[i]) == i);
+  }
+}

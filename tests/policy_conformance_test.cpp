@@ -8,6 +8,7 @@
 
 #include "kvroute/select_worker.hpp"
 #include "support/all_policies.hpp"
+#include "support/alloc_counter.hpp"
 #include "support/cluster.hpp"
 #include "support/requests.hpp"
 
@@ -177,4 +178,29 @@ TEMPLATE_LIST_TEST_CASE("contract: concurrent selection during churn", "[contrac
   threads.back().join();
   CHECK(bad.load() == 0);
   for (auto& w : workers.snapshot()->workers()) CHECK(load.in_flight(w.id) == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("contract: the steady-state path does not allocate", "[contract]",
+                        kvtest::AllPolicies) {
+  kvroute::ManualClock clock;
+  auto p = Factory<TestType>::make(3, clock);
+  Cluster c(4);
+  RequestMix mix(64);
+  auto snap = c.workers.snapshot();
+  // Warm-up: the first sight of a ring, a model, a key or a window may
+  // allocate; repeating the same requests afterwards must not.
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < mix.size(); ++i) {
+      (void)kvroute::select_worker(*p, mix.view(i), *snap, c.load);
+    }
+  }
+  kvtest::allocations = 0;
+  kvtest::counting = true;
+  std::size_t chosen = 0;
+  for (std::size_t i = 0; i < mix.size(); ++i) {
+    chosen += kvroute::select_worker(*p, mix.view(i), *snap, c.load) ? 1 : 0;
+  }
+  kvtest::counting = false;
+  CHECK(kvtest::allocations == 0);
+  CHECK(chosen == mix.size());
 }

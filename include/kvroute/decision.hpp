@@ -42,7 +42,8 @@ enum class Branch : std::uint8_t {
   kRandom,
   kPowerOfTwo,
   kSingleWorker,  // power_of_two with one healthy worker
-  // consistent_hashing (prefix_hash shares the last three).
+  // consistent_hashing; prefix_hash shares the last three. kRandomFallback
+  // is also any policy's stateless fallback (no key, no text, out of memory).
   kTargetWorkerHit,
   kTargetWorkerMiss,  // strict: the named worker is absent or unhealthy
   kRoutingKeyHit,
@@ -83,6 +84,10 @@ inline constexpr std::array<Branch, 25> kAllBranches = {
     Branch::kCacheMiss,       Branch::kImbalanced,
     Branch::kLeastPrefill,
 };
+
+static_assert(static_cast<std::size_t>(Branch::kLeastPrefill) + 1 ==
+                  kAllBranches.size(),
+              "kAllBranches must list every Branch");
 
 // Returns the branch's metric label, e.g. "routing_key_hit".
 constexpr std::string_view to_string(Branch b) noexcept {

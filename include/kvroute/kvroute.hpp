@@ -18,11 +18,14 @@
 #ifndef KVROUTE_KVROUTE_HPP_
 #define KVROUTE_KVROUTE_HPP_
 
+#include "kvroute/any_policy.hpp"
 #include "kvroute/clock.hpp"
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
 #include "kvroute/load_tracker.hpp"
+#include "kvroute/policies/bucket.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
+#include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
 #include "kvroute/policies/prefix_hash.hpp"
 #include "kvroute/policies/random.hpp"

@@ -8,7 +8,9 @@
 #include <tuple>
 
 #include "kvroute/clock.hpp"
+#include "kvroute/policies/bucket.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
+#include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
 #include "kvroute/policies/prefix_hash.hpp"
 #include "kvroute/policies/random.hpp"
@@ -23,6 +25,20 @@ struct Factory {
   }
 };
 template <>
+struct Factory<kvroute::Manual> {
+  static std::unique_ptr<kvroute::Manual> make(std::uint64_t seed, const kvroute::Clock& clock) {
+    return std::make_unique<kvroute::Manual>(
+        kvroute::Manual::Options{.clock = &clock, .seed = seed});
+  }
+};
+template <>
+struct Factory<kvroute::Bucket> {
+  static std::unique_ptr<kvroute::Bucket> make(std::uint64_t seed, const kvroute::Clock& clock) {
+    return std::make_unique<kvroute::Bucket>(
+        kvroute::Bucket::Options{.clock = &clock, .seed = seed});
+  }
+};
+template <>
 struct Factory<kvroute::RoundRobin> {
   static std::unique_ptr<kvroute::RoundRobin> make(std::uint64_t, const kvroute::Clock&) {
     return std::make_unique<kvroute::RoundRobin>();
@@ -30,7 +46,8 @@ struct Factory<kvroute::RoundRobin> {
 };
 
 using AllPolicies = std::tuple<kvroute::RoundRobin, kvroute::Random, kvroute::PowerOfTwo,
-                               kvroute::ConsistentHashing, kvroute::PrefixHash>;
+                               kvroute::ConsistentHashing, kvroute::PrefixHash, kvroute::Manual,
+                               kvroute::Bucket>;
 
 }  // namespace kvtest
 

@@ -17,7 +17,8 @@
 
 namespace kvtest {
 
-// Workers "http://w<i>:8000" with ids 0..n-1, all healthy.
+// Workers "http://w<i>:8000" with ids 0..n-1, all healthy. Not thread-safe
+// (select() records snapshots): concurrent tests call select_worker directly.
 class Cluster {
  public:
   explicit Cluster(std::size_t n, std::string model = "") {

@@ -3,7 +3,9 @@
 // -----------------------------------------------------------------------------
 //
 // Not API. Locale-free ASCII helpers: case-insensitive header-name comparison
-// and the control-byte checks used when validating configuration strings.
+// and the control-byte checks used when validating configuration strings;
+// and `to_absl`, because with Debian's Abseil absl::string_view is its own
+// type rather than std::string_view.
 //
 // Thread safety: pure functions.
 
@@ -12,6 +14,7 @@
 
 #include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "kvroute/config.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -37,6 +40,10 @@ inline constexpr bool has_control_byte(std::string_view s) noexcept {
     if (u < 0x20u || u == 0x7Fu) return true;
   }
   return false;
+}
+
+inline constexpr absl::string_view to_absl(std::string_view s) noexcept {
+  return absl::string_view(s.data(), s.size());
 }
 
 }  // namespace detail
