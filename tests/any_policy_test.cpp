@@ -1,0 +1,79 @@
+#include "kvroute/any_policy.hpp"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kvroute/router.hpp"
+#include "support/cluster.hpp"
+
+using kvroute::AnyPolicy;
+using kvroute::MakePolicy;
+using kvroute::PolicyKind;
+
+TEST_CASE("any_policy: every shipped policy builds from flags and routes", "[any_policy]") {
+  kvroute::ManualClock clock;
+  for (PolicyKind k : kvroute::kAllPolicyKinds) {
+    if (k == PolicyKind::kCacheAware || k == PolicyKind::kLeastPrefill) continue;
+    const std::string name(kvroute::to_string(k));
+    std::vector<std::string_view> args = {"--policy", name};
+    auto cfg = kvroute::ParsePolicyFlags(args);
+    REQUIRE(cfg.ok());
+    auto p = MakePolicy(*cfg, clock);
+    REQUIRE(p.ok());
+    CHECK(p->name() == name);
+    kvtest::Cluster c(3);
+    std::set<int> seen;
+    for (int i = 0; i < 60; ++i) {
+      std::string text = "request " + std::to_string(i);
+      seen.insert(c.pick(*p, {.text = text}));
+    }
+    CHECK(seen.count(-1) == 0);
+    CHECK(seen.size() >= 2);
+  }
+}
+
+TEST_CASE("any_policy: configuration reaches the policy", "[any_policy]") {
+  kvroute::PolicyConfig cfg;
+  cfg.policy = PolicyKind::kPrefixHash;
+  cfg.prefix_token_count = 3;
+  auto p = MakePolicy(cfg);
+  REQUIRE(p.ok());
+  kvtest::Cluster c(8);
+  // Only the first 3 characters count, so these all land together.
+  const int first = c.pick(*p, {.text = "abcXXXX"});
+  for (std::string_view t : {"abc", "abcdef", "abc 123456789"}) {
+    CHECK(c.pick(*p, {.text = t}) == first);
+  }
+}
+
+TEST_CASE("any_policy: invalid configuration and unshipped policies are errors", "[any_policy]") {
+  kvroute::PolicyConfig cfg;
+  cfg.policy = PolicyKind::kRoundRobin;
+  cfg.balance_rel_threshold = 0.2;
+  auto bad = MakePolicy(cfg);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("balance_rel_threshold"));
+  cfg = kvroute::PolicyConfig{};
+  cfg.policy = PolicyKind::kLeastPrefill;
+  auto later = MakePolicy(cfg);
+  REQUIRE_FALSE(later.ok());
+  CHECK(later.status().code() == absl::StatusCode::kUnimplemented);
+  CHECK_THAT(std::string(later.status().message()), Catch::Contains("least_prefill"));
+}
+
+TEST_CASE("any_policy: a Router over AnyPolicy forwards hooks and downcasts", "[any_policy]") {
+  kvroute::PolicyConfig cfg;
+  cfg.policy = PolicyKind::kRoundRobin;
+  kvroute::Router<AnyPolicy> router(*MakePolicy(cfg));
+  REQUIRE(router.add_worker({.url = "http://a"}).ok());
+  REQUIRE(router.add_worker({.url = "http://b"}).ok());
+  CHECK(router.select({}).worker().url == "http://a");
+  CHECK(router.select({}).worker().url == "http://b");
+  REQUIRE(router.policy().get<kvroute::RoundRobin>() != nullptr);
+  CHECK(router.policy().get<kvroute::Random>() == nullptr);
+  router.policy().get<kvroute::RoundRobin>()->reset();
+  CHECK(router.select({}).worker().url == "http://a");
+  router.maintain();
+}
