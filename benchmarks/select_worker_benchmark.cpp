@@ -80,3 +80,7 @@ BENCHMARK(BM_Baseline_RandomIndex)->RangeMultiplier(2)->Range(2, 256);
 KVROUTE_POLICY_BENCH(kvroute::RoundRobin);
 KVROUTE_POLICY_BENCH(kvroute::Random);
 KVROUTE_POLICY_BENCH(kvroute::PowerOfTwo);
+KVROUTE_POLICY_BENCH(kvroute::ConsistentHashing);
+KVROUTE_POLICY_BENCH(kvroute::PrefixHash);
+KVROUTE_POLICY_BENCH(kvroute::Manual);
+KVROUTE_POLICY_BENCH(kvroute::Bucket);
