@@ -135,7 +135,7 @@ TEST_CASE("bucket: rebucket when the lengths run out", "[bucket][boundaries]") {
 
 // --- Placement -----------------------------------------------------------------
 
-TEST_CASE("bucket: fresh state uses the initial split; lengths go to their bucket", "[bucket]") {
+TEST_CASE("bucket: fresh state uses the initial split and lengths go to their bucket", "[bucket]") {
   Cluster c(3);
   Bucket p({.balance_abs_threshold = kNever});
   CHECK(p.boundaries("").empty());
@@ -191,7 +191,7 @@ TEST_CASE("bucket: a membership change re-splits 0..4096, never collapsing into 
   }
 }
 
-TEST_CASE("bucket: health flips keep adjusted boundaries; an old snapshot never re-initialises", "[bucket]") {
+TEST_CASE("bucket: health flips keep adjusted boundaries and an old snapshot never re-initialises", "[bucket]") {
   kvroute::ManualClock clock;
   Cluster c(3);
   Bucket p({.balance_abs_threshold = kNever, .adjust_interval = 3s, .clock = &clock});

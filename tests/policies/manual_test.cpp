@@ -204,7 +204,7 @@ TEST_CASE("manual: remap on failure is occupied_miss, then hits the new worker",
   }
 }
 
-TEST_CASE("manual: at most two candidates; two failovers forget the original", "[manual]") {
+TEST_CASE("manual: at most two candidates, and two failovers forget the original", "[manual]") {
   Cluster c(3);
   Manual p;
   const auto h = key("user-1");

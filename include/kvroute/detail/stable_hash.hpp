@@ -33,6 +33,7 @@ class Xxh64 {
         seed_(seed) {}
 
   void update(const void* data, std::size_t len) noexcept {
+    if (len == 0) return;  // `data` may then be null, which memcpy forbids
     const auto* p = static_cast<const unsigned char*>(data);
     total_ += len;
     if (buffered_ + len < 32) {
