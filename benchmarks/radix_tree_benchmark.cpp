@@ -1,0 +1,350 @@
+// Benchmarks for kvroute::ApproxRadixTree.
+//
+// Workloads (fixed seeds, built before timing):
+//   * chat: `conversations` multi-turn chats over 8 shared system prompts of
+//     1.5-3 KB; each request is the system prompt, the history and a new user
+//     message, so consecutive requests of a conversation extend each other.
+//     Conversations are interleaved turn by turn, as they arrive at a router,
+//     and are pinned to one of 8 tenants. ASCII text (a `_mixed` variant adds
+//     CJK and emoji words).
+//   * branchy: 4 short prefixes and 20-60 random characters each, the
+//     gateway's prefix_match_latency shape: short fragments, many nodes.
+//   * random: random ASCII strings of a fixed length (the gateway's
+//     insert_throughput/random_text).
+//
+// Reported: time per operation, bytes/s over the request bytes, and
+// counters: bytes_per_unit (stats().bytes / stats().units: tree bytes per
+// distinct stored character), match_rate. BM_Memcmp is the reference speed:
+// one memcmp over the same requests. Checksums (total matched units) catch a
+// benchmark that stopped doing its work.
+//
+// Run: build/<dir>/benchmarks/kvroute_radix_tree_benchmark --benchmark_min_time=0.2
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvroute/radix_tree.hpp"
+
+namespace {
+
+using kvroute::ApproxRadixTree;
+using kvroute::TenantId;
+
+constexpr int kTenants = 8;
+
+struct Workload {
+  std::vector<std::string> requests;  // arrival order
+  std::vector<TenantId> tenant;       // per request: the conversation's worker
+  std::size_t bytes = 0;
+};
+
+class Words {
+ public:
+  explicit Words(std::uint64_t seed, bool mixed) : rng_(seed), mixed_(mixed) {}
+
+  std::string text(std::size_t min_bytes, std::size_t max_bytes) {
+    const std::size_t target = min_bytes + rng_() % (max_bytes - min_bytes + 1);
+    std::string s;
+    while (s.size() < target) {
+      if (mixed_ && rng_() % 12 == 0) {
+        static const char* const kMixed[] = {"你好", "世界", "模型", "请求", "👋", "🚀", "données", "Straße"};
+        s += kMixed[rng_() % 8];
+      } else {
+        const std::size_t n = 2 + rng_() % 9;
+        for (std::size_t i = 0; i < n; ++i) s += static_cast<char>('a' + rng_() % 26);
+      }
+      s += (rng_() % 15 == 0) ? ". " : " ";
+    }
+    return s;
+  }
+
+  std::uint64_t next() { return rng_(); }
+
+ private:
+  std::mt19937_64 rng_;
+  bool mixed_;
+};
+
+Workload make_chat(std::size_t conversations, int turns, bool mixed = false) {
+  Words w(0xC0FFEEu + conversations, mixed);
+  std::vector<std::string> system;
+  for (int i = 0; i < 8; ++i) system.push_back("<|system|>" + w.text(1500, 3000));
+  std::vector<std::string> history(conversations);
+  for (std::size_t c = 0; c < conversations; ++c) history[c] = system[w.next() % system.size()];
+  Workload out;
+  for (int t = 0; t < turns; ++t) {
+    for (std::size_t c = 0; c < conversations; ++c) {
+      history[c] += "<|user|>" + w.text(100, 400);
+      out.requests.push_back(history[c]);
+      out.tenant.push_back(static_cast<TenantId>(c % kTenants));
+      out.bytes += history[c].size();
+      history[c] += "<|assistant|>" + w.text(200, 800);
+    }
+  }
+  return out;
+}
+
+Workload make_branchy(std::size_t n) {
+  std::mt19937_64 rng(42);
+  static const char* const kPrefixes[] = {"user_session_", "api_request_", "chat_message_", "doc_chunk_"};
+  Workload out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string s = kPrefixes[rng() % 4];
+    const std::size_t len = 20 + rng() % 41;
+    for (std::size_t k = 0; k < len; ++k) s += static_cast<char>('a' + rng() % 26);
+    out.bytes += s.size();
+    out.requests.push_back(std::move(s));
+    out.tenant.push_back(static_cast<TenantId>(i % kTenants));
+  }
+  return out;
+}
+
+Workload make_random(std::size_t n, std::size_t len) {
+  std::mt19937_64 rng(7 + len);
+  Workload out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string s(len, ' ');
+    for (char& c : s) c = static_cast<char>(' ' + rng() % 95);
+    out.bytes += s.size();
+    out.requests.push_back(std::move(s));
+    out.tenant.push_back(static_cast<TenantId>(i % kTenants));
+  }
+  return out;
+}
+
+void fill(ApproxRadixTree& tree, const Workload& w) {
+  for (std::size_t i = 0; i < w.requests.size(); ++i) tree.insert(w.requests[i], w.tenant[i]);
+}
+
+void report_tree(benchmark::State& state, const ApproxRadixTree& tree) {
+  const auto s = tree.stats();
+  state.counters["nodes"] = static_cast<double>(s.nodes);
+  state.counters["bytes_per_unit"] =
+      s.units == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.units);
+}
+
+// --- reference: memcmp over the same bytes ----------------------------------
+
+void BM_Memcmp(benchmark::State& state) {
+  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  std::vector<std::string> copies = w.requests;
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& a = w.requests[i];
+    benchmark::DoNotOptimize(std::memcmp(a.data(), copies[i].data(), a.size()));
+    bytes += a.size();
+    if (++i == w.requests.size()) i = 0;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_Memcmp)->Args({512, 4});
+
+// --- match on a built tree ---------------------------------------------------
+
+void BM_MatchChat(benchmark::State& state) {
+  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  ApproxRadixTree tree;
+  fill(tree, w);
+  std::size_t i = 0, bytes = 0, matched = 0, input = 0;
+  for (auto _ : state) {
+    const auto m = tree.match(w.requests[i]);
+    matched += m.matched;
+    input += m.input;
+    bytes += w.requests[i].size();
+    if (++i == w.requests.size()) i = 0;
+  }
+  if (matched != input) state.SkipWithError("every request was inserted: all must match fully");
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  report_tree(state, tree);
+}
+// {conversations, turns}: tree size and request length grow with both.
+BENCHMARK(BM_MatchChat)->Args({64, 1})->Args({512, 4})->Args({4096, 2})->Args({512, 8});
+
+// A new user message on an existing conversation: matches the history, then
+// stops inside nothing (the new text is unknown).
+void BM_MatchChatNewTurn(benchmark::State& state) {
+  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), 4);
+  ApproxRadixTree tree;
+  fill(tree, w);
+  std::vector<std::string> queries;
+  Words extra(99, false);
+  for (const auto& r : w.requests) queries.push_back(r + "<|assistant|>" + extra.text(300, 600));
+  std::size_t i = 0, bytes = 0, matched = 0, input = 0;
+  for (auto _ : state) {
+    const auto m = tree.match(queries[i]);
+    matched += m.matched;
+    input += m.input;
+    bytes += queries[i].size();
+    if (++i == queries.size()) i = 0;
+  }
+  if (matched == 0) state.SkipWithError("nothing matched");
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["match_rate"] = static_cast<double>(matched) / static_cast<double>(input);
+}
+BENCHMARK(BM_MatchChatNewTurn)->Arg(512);
+
+void BM_MatchRandom(benchmark::State& state) {
+  const Workload w = make_random(1000, static_cast<std::size_t>(state.range(0)));
+  ApproxRadixTree tree;
+  fill(tree, w);
+  std::size_t i = 0, matched = 0;
+  for (auto _ : state) {
+    matched += tree.match(w.requests[i]).matched;
+    if (++i == w.requests.size()) i = 0;
+  }
+  if (matched == 0) state.SkipWithError("nothing matched");
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(BM_MatchRandom)->Arg(10)->Arg(50)->Arg(100)->Arg(500);
+
+// --- the router's step: match, then insert under the chosen tenant ---------
+
+// Steady state: every request is already in the tree (a re-sent prompt).
+void BM_MatchInsertChatHit(benchmark::State& state) {
+  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  ApproxRadixTree tree;
+  fill(tree, w);
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const auto m = tree.match(w.requests[i]);
+    tree.insert(w.requests[i], m.has_tenant() ? m.tenant : w.tenant[i]);
+    bytes += w.requests[i].size();
+    if (++i == w.requests.size()) i = 0;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  report_tree(state, tree);
+}
+BENCHMARK(BM_MatchInsertChatHit)->Args({512, 4})->Args({4096, 2});
+
+// Growth: requests arrive in order into an empty tree (each extends its
+// conversation's previous request); the tree is rebuilt when the workload
+// runs out (rebuild not timed).
+void BM_MatchInsertChatGrow(benchmark::State& state) {
+  const bool mixed = state.range(2) != 0;
+  const Workload w =
+      make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)), mixed);
+  auto tree = std::make_unique<ApproxRadixTree>();
+  std::size_t i = 0, bytes = 0;
+  double bpu = 0;
+  for (auto _ : state) {
+    const auto m = tree->match(w.requests[i]);
+    const TenantId t = m.match_rate() > 0.5f ? m.tenant : w.tenant[i];
+    tree->insert(w.requests[i], t);
+    bytes += w.requests[i].size();
+    if (++i == w.requests.size()) {
+      state.PauseTiming();
+      const auto s = tree->stats();
+      bpu = static_cast<double>(s.bytes) / static_cast<double>(s.units);
+      tree = std::make_unique<ApproxRadixTree>();
+      i = 0;
+      state.ResumeTiming();
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  if (bpu == 0) {
+    const auto s = tree->stats();
+    bpu = s.units == 0 ? 0 : static_cast<double>(s.bytes) / static_cast<double>(s.units);
+  }
+  state.counters["bytes_per_unit"] = bpu;
+}
+BENCHMARK(BM_MatchInsertChatGrow)->Args({512, 4, 0})->Args({512, 4, 1});
+
+void BM_InsertRandom(benchmark::State& state) {
+  const Workload w = make_random(1000, static_cast<std::size_t>(state.range(0)));
+  ApproxRadixTree tree;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    tree.insert(w.requests[i], w.tenant[i]);
+    if (++i == w.requests.size()) i = 0;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(BM_InsertRandom)->Arg(10)->Arg(50)->Arg(100)->Arg(500);
+
+// --- memory --------------------------------------------------------------------
+
+// Builds a tree and reports its bytes per distinct stored character.
+void BM_BuildMemory(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const Workload w = kind == 0 ? make_chat(512, 4) : kind == 1 ? make_chat(512, 4, true) : make_branchy(20000);
+  double bpu = 0;
+  std::size_t nodes = 0;
+  for (auto _ : state) {
+    ApproxRadixTree tree;
+    fill(tree, w);
+    const auto s = tree.stats();
+    bpu = static_cast<double>(s.bytes) / static_cast<double>(s.units);
+    nodes = s.nodes;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(w.bytes));
+  state.counters["bytes_per_unit"] = bpu;
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.SetLabel(kind == 0 ? "chat" : kind == 1 ? "chat_mixed" : "branchy");
+}
+BENCHMARK(BM_BuildMemory)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// --- eviction ------------------------------------------------------------------
+
+// Insert one new entry and evict back to the budget: the cost per operation
+// must not grow with the tree (n entries held by the tenant).
+void BM_InsertEvictSteady(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  ApproxRadixTree tree;
+  std::mt19937_64 rng(3);
+  auto entry = [&] {
+    std::string s = "entry_";
+    for (int k = 0; k < 24; ++k) s += static_cast<char>('a' + rng() % 26);
+    return s;
+  };
+  for (std::size_t i = 0; i < n; ++i) tree.insert(entry(), 0);
+  const std::size_t budget = tree.tenant_size(0);
+  // Always a new entry: a counter makes it unique, the tail keeps it long.
+  std::string fresh = "fresh_0000000000_" + entry();
+  std::uint64_t serial = 0;
+  std::size_t evicted = 0;
+  for (auto _ : state) {
+    std::uint64_t v = ++serial;
+    for (std::size_t k = 15; k >= 6; --k, v /= 10) fresh[k] = static_cast<char>('0' + v % 10);
+    tree.insert(fresh, 0);
+    evicted += tree.evict_tenant(0, budget).claims;
+  }
+  if (evicted == 0) state.SkipWithError("nothing evicted");
+  state.counters["claims_evicted_per_op"] =
+      static_cast<double>(evicted) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_InsertEvictSteady)->Arg(1000)->Arg(10000)->Arg(100000);
+
+// --- concurrency ---------------------------------------------------------------
+
+void BM_MatchChatThreads(benchmark::State& state) {
+  static const Workload w = make_chat(512, 4);
+  static ApproxRadixTree* tree = nullptr;
+  if (state.thread_index() == 0) {
+    tree = new ApproxRadixTree();
+    fill(*tree, w);
+  }
+  // Google Benchmark synchronises threads at the start of the timed loop.
+  std::size_t i = static_cast<std::size_t>(state.thread_index()) * 97, bytes = 0;
+  for (auto _ : state) {
+    const auto& r = w.requests[i % w.requests.size()];
+    const auto m = tree->match(r);
+    tree->insert(r, m.has_tenant() ? m.tenant : 0);
+    bytes += r.size();
+    ++i;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  if (state.thread_index() == 0) {
+    delete tree;
+    tree = nullptr;
+  }
+}
+BENCHMARK(BM_MatchChatThreads)->Threads(1)->Threads(2)->UseRealTime();
+
+}  // namespace

@@ -1,0 +1,1584 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/radix_tree.hpp
+// -----------------------------------------------------------------------------
+//
+// `kvroute::ApproxRadixTree`: the approximate, multi-tenant radix tree that
+// cache-aware routing uses to guess which inference server (tenant) already
+// holds a request's prefix in its KV cache. It records what was routed where
+// (insert), answers "which tenant shares the longest prefix with this
+// request, and how long is it" (match), and forgets by a per-tenant budget,
+// least recently used leaves first (evict).
+//
+// `BasicApproxRadixTree<Symbol>` is one implementation for text and tokens:
+//   * `ApproxRadixTree` = `BasicApproxRadixTree<char>` takes UTF-8 text and
+//     counts Unicode code points: match lengths, sizes and budgets are in
+//     characters, as the gateway's tree counts them. A byte mismatch inside a
+//     multi-byte character counts only the whole characters before it.
+//     Invalid UTF-8 is accepted; each byte that does not start a well-formed
+//     sequence is one character (detail/utf8.hpp). NUL is an ordinary byte.
+//   * `TokenRadixTree` = `BasicApproxRadixTree<std::uint32_t>` (or any other
+//     integral token type, e.g. int32_t) takes spans of token ids; a unit is
+//     one token.
+//
+// Semantics (gateway spec section 3, with the flaws of section 9 fixed):
+//   * A compressed tree: each node holds a fragment; children are keyed by
+//     their fragment's first unit. Splits are permanent: nodes are never
+//     merged again after eviction or removal.
+//   * A tenant's size is the sum of the fragment lengths of every node it
+//     holds; the root's fragment is empty, so a tenant present only at the
+//     root has size 0. insert("") registers the tenant at the root and
+//     touches nothing else.
+//   * match walks as far as the text agrees with the tree. It stops at the
+//     child it matched partially (that child's tenants are the candidates),
+//     else at the last node matched fully, else at the root. The matched
+//     count includes a partial overlap inside the last child.
+//   * Tenant choice is a documented, pluggable rule over the candidates at
+//     that deepest node: by default the most recently used one (ties: lowest
+//     id). A chooser callback sees every candidate with its recency, so a
+//     policy can pick by load and a simulator can compare rules. A cold tree
+//     matches nothing and names no tenant (no phantom "empty" tenant).
+//   * Recency: a per-tree logical clock. Every insert stamps its whole path
+//     for its tenant; every match stamps the chosen tenant's path from the
+//     deepest matched node up to the root. No sampling. (The gateway stamps
+//     only the last node, and matches 1 time in 8; a path stamp keeps an
+//     ancestor never older than its descendants, which is what makes the
+//     per-tenant LRU exact and cheap.)
+//   * Eviction is per tenant, LRU, one node at a time, always a leaf for
+//     that tenant (a node none of whose children it holds). The root is never
+//     evicted. A node that no tenant holds any more is unlinked and freed.
+//
+// Thread safety: thread-safe. insert, match, match_for_tenant, evict,
+// evict_tenant, drop_older_than, remove_tenant and the size and stats
+// queries may all run concurrently from any threads. The debug functions
+// (recount_sizes, check_invariants, debug_node) require that no other thread
+// modifies the tree while they run.
+//
+// How (so the guarantees below can be checked):
+//   * There is no tree-wide lock. Each node has a reader-writer lock; an
+//     operation descends with lock coupling (the child's lock is taken before
+//     the parent's is released), so it holds at most two node locks, and it
+//     compares text against a node's fragment under that node's lock alone.
+//     match takes shared locks only; insert takes a node's lock exclusively
+//     only where it changes that node (adds a child, a tenant, or splits it).
+//   * Each tenant has a mutex for its LRU list and size. It is taken for
+//     O(depth) pointer updates, never across a text comparison, and only by
+//     operations on that tenant, so threads serving different tenants never
+//     meet on it: once per match (to stamp the chosen tenant's path), once
+//     per insert (to stamp its path at the end) plus once per node the insert
+//     adds the tenant to.
+//   * evict/drop_older_than/remove_tenant serialise per tenant on a second
+//     mutex that match never takes (insert takes it only for its own
+//     reactive eviction, see Options::tenant_budget).
+//   * A node is unlinked only while its parent's and its own locks are held
+//     exclusively, so no reader is inside it and none can reach it again. It
+//     is freed right then, or, when an insert was waiting to upgrade its lock
+//     on it, by the last such insert, which sees it is dead and starts over.
+//   * Claims (tenant t holds node n) are removed only from the tail of t's
+//     LRU list, which is always a leaf for t, so the claims on the path above
+//     a claim an operation holds stay valid without holding their nodes.
+//
+// Guarantees under concurrency:
+//   * A match never sees a torn node: each node is read under its lock. An
+//     insert publishes top-down, so a concurrent match sees it on a prefix of
+//     its path (possibly none of it). The matched count is always the length
+//     of a real common prefix of the text and a path that was in the tree
+//     during the call. The chosen tenant held the deepest matched node when
+//     it was chosen; it may be being evicted or removed at that moment.
+//   * Counts are exact when the tree is quiescent (tenant_size() equals
+//     recount_sizes()). During concurrent inserts a tenant's size includes
+//     the nodes its in-flight inserts have claimed so far.
+//   * Within one tenant the LRU list is always ordered by recency, and a
+//     node's recency is >= that of its descendants; eviction order is exact
+//     LRU even under concurrency.
+//   * After evict(b) returns, every tenant is within b unless inserts that
+//     ran concurrently added to it. With Options::tenant_budget set, every
+//     insert evicts its own tenant back to the budget before it returns, so a
+//     tenant exceeds its budget only by the inserts in flight for it.
+//   * remove_tenant(t) running alongside insert(..., t) ends with t either
+//     present (the insert came last) or absent; it waits for the in-flight
+//     inserts of t it meets, so a never-ending stream of them delays it.
+//
+// Complexity (L = sequence length, d = depth of the path, T = tenants at a
+// node, C = children at a node; all small in practice):
+//   * insert: O(L + d * (log C + log T)), plus O(T) per split and O(d) to
+//     stamp the path.
+//   * match, match_for_tenant: O(L + d * log C), plus the chooser over the
+//     deepest node's candidates and O(d) to stamp the chosen tenant's path.
+//   * evict, evict_tenant, drop_older_than: O(what is removed * (T + C)); no
+//     traversal of the tree and no heap over its leaves. A tenant already
+//     within budget costs O(1).
+//   * remove_tenant: O(nodes the tenant holds * (T + C)).
+//
+// Memory: a node is 64 bytes + its fragment (1 byte per ASCII character,
+// up to 4 per code point; 4 per uint32 token) + 8-12 bytes per child and per
+// tenant entry; each (node, tenant) pair also costs a 48-byte claim. Long
+// fragments (chat prompts) therefore cost little more than their text.
+// stats().bytes counts every byte the tree has allocated (requested sizes;
+// the allocator's own overhead is not included). Memory is bounded by the
+// budgets: with a per-tenant budget B and N tenants a tree holds at most
+// N * B units of fragments.
+//
+// Invalidation: nothing returned refers into the tree. The RadixCandidates
+// view passed to a chooser is valid only during that call, and the chooser
+// runs under the deepest node's shared lock: it must be short, must not throw
+// and must not call back into the tree.
+//
+// Errors: insert, match and the maintenance calls never throw, never log and
+// never block on I/O; an allocation failure makes insert return
+// kOutOfMemory with the tree consistent (a prefix of the sequence may have
+// been recorded). The vector-returning queries and the debug functions may
+// throw std::bad_alloc.
+//
+// Tenants are compact ids: pass a WorkerId's `value` (kvroute/worker_set.hpp).
+// Ids up to kMaxTenantId (2^24 - 1, kMaxWorkerIds - 1) are accepted. Each id
+// ever inserted keeps about 150 bytes of state until the tree is destroyed
+// (so that no operation can hold a dangling pointer to it), and the id table
+// costs 2 KB per 256 consecutive ids plus 2 KB per 65536.
+//
+// Example:
+//
+//   kvroute::ApproxRadixTree tree;
+//   tree.insert("You are a helpful assistant. Hi!", /*tenant=*/0);
+//   tree.insert("You are a helpful assistant. Bye", /*tenant=*/1);
+//   kvroute::MatchResult m = tree.match("You are a helpful assistant. Hi there");
+//   // m.tenant == 0, m.matched == 31 ("...assistant. Hi"), m.input == 37
+//   tree.evict(/*budget=*/1 << 20);   // each tenant to at most 2^20 chars
+//
+//   // Choose by load instead of recency:
+//   m = tree.match(text, [&](const kvroute::RadixCandidates& c) noexcept {
+//     kvroute::TenantId best = kvroute::kNoTenant;
+//     for (kvroute::RadixCandidate x : c)
+//       if (best == kvroute::kNoTenant || load(x.tenant) < load(best)) best = x.tenant;
+//     return best;
+//   });
+
+#ifndef KVROUTE_RADIX_TREE_HPP_
+#define KVROUTE_RADIX_TREE_HPP_
+
+#include <atomic>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kvroute/config.hpp"
+#include "kvroute/detail/radix_node.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+
+// A tenant (worker) id; WorkerId::value.
+using TenantId = std::uint32_t;
+// "No tenant": a cold match, or a chooser that declined.
+inline constexpr TenantId kNoTenant = 0xFFFFFFFFu;
+// The largest accepted tenant id.
+inline constexpr TenantId kMaxTenantId = (1u << 24) - 1;
+// A budget that never evicts.
+inline constexpr std::size_t kUnlimitedBudget = std::numeric_limits<std::size_t>::max();
+
+enum class InsertStatus : std::uint8_t {
+  kOk,
+  kInvalidTenant,  // tenant > kMaxTenantId
+  kTooLong,        // more than 2^32 - 1 symbols
+  kOutOfMemory,    // nothing or a prefix was recorded; the tree is consistent
+  kContended,      // gave up after repeated interference (not seen in practice)
+};
+
+struct InsertResult {
+  InsertStatus status = InsertStatus::kOk;
+  // The recency now held by the tenant on the sequence's last node.
+  std::uint64_t recency = 0;
+  bool ok() const noexcept { return status == InsertStatus::kOk; }
+};
+
+struct MatchResult {
+  // The chosen tenant, or kNoTenant (nothing matched on a cold tree, or the
+  // chooser declined).
+  TenantId tenant = kNoTenant;
+  // Units matched (code points for text) and units in the input.
+  std::size_t matched = 0;
+  std::size_t input = 0;
+  // Symbols matched (bytes for text): text.substr(0, matched_symbols) is the
+  // matched prefix.
+  std::size_t matched_symbols = 0;
+  // How many tenants held the deepest matched node.
+  std::size_t candidates = 0;
+  // The chosen tenant's recency on the deepest matched node before this match
+  // stamped it, and the stamp it now holds. Name the entry by
+  // `previous_recency` when feeding back "the server no longer had it"
+  // (drop_older_than(tenant, previous_recency + 1)).
+  std::uint64_t previous_recency = 0;
+  std::uint64_t recency = 0;
+
+  bool has_tenant() const noexcept { return tenant != kNoTenant; }
+  // matched / input in float, 0 for an empty input (the gateway's rule).
+  float match_rate() const noexcept {
+    return input == 0 ? 0.0f : static_cast<float>(matched) / static_cast<float>(input);
+  }
+};
+
+struct TenantMatch {
+  bool found = false;  // the tenant is registered
+  std::size_t matched = 0;
+  std::size_t input = 0;
+  std::size_t matched_symbols = 0;
+  std::uint64_t previous_recency = 0;
+  std::uint64_t recency = 0;
+};
+
+struct EvictResult {
+  std::size_t claims = 0;   // (node, tenant) entries removed
+  std::size_t units = 0;    // units subtracted from tenant sizes
+  std::size_t nodes = 0;    // nodes unlinked
+  std::size_t visited = 0;  // LRU tails examined (retries included)
+
+  EvictResult& operator+=(const EvictResult& o) noexcept {
+    claims += o.claims;
+    units += o.units;
+    nodes += o.nodes;
+    visited += o.visited;
+    return *this;
+  }
+};
+
+struct TenantSize {
+  TenantId tenant = kNoTenant;
+  std::size_t size = 0;
+  friend bool operator==(const TenantSize&, const TenantSize&) = default;
+};
+
+struct RadixTreeStats {
+  std::size_t nodes = 0;    // including the root
+  std::size_t bytes = 0;    // every byte allocated by the tree
+  std::size_t units = 0;    // units stored in fragments (distinct text)
+  std::size_t symbols = 0;  // symbols stored in fragments (bytes for text)
+  std::size_t claims = 0;   // (node, tenant) entries, root entries included
+  std::size_t tenants = 0;  // registered tenants
+  std::uint64_t clock = 0;  // the last recency handed out
+  // Insert attempts that met a concurrent eviction and started over.
+  std::size_t restarts = 0;
+};
+
+// One tenant holding the deepest matched node.
+struct RadixCandidate {
+  TenantId tenant = kNoTenant;
+  std::uint64_t recency = 0;  // its recency on that node
+};
+
+// The tenants holding the deepest matched node, in ascending id order. A view
+// valid only inside the chooser call.
+class RadixCandidates {
+ public:
+  class iterator {
+   public:
+    using value_type = RadixCandidate;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const RadixCandidates* c, std::size_t i) noexcept : c_(c), i_(i) {}
+    RadixCandidate operator*() const noexcept { return (*c_)[i_]; }
+    iterator& operator++() noexcept {
+      ++i_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator t = *this;
+      ++i_;
+      return t;
+    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept {
+      return a.i_ == b.i_;
+    }
+
+   private:
+    const RadixCandidates* c_ = nullptr;
+    std::size_t i_ = 0;
+  };
+
+  RadixCandidates(const std::uint32_t* ids, detail::RadixClaim* const* claims,
+                  std::size_t n) noexcept
+      : ids_(ids), claims_(claims), n_(n) {}
+
+  std::size_t size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  RadixCandidate operator[](std::size_t i) const noexcept {
+    return {ids_[i], claims_[i]->recency.load(std::memory_order_relaxed)};
+  }
+  bool contains(TenantId t) const noexcept {
+    const std::uint32_t* e = ids_ + n_;
+    const std::uint32_t* p = std::lower_bound(ids_, e, t);
+    return p != e && *p == t;
+  }
+  iterator begin() const noexcept { return {this, 0}; }
+  iterator end() const noexcept { return {this, n_}; }
+
+ private:
+  const std::uint32_t* ids_;
+  detail::RadixClaim* const* claims_;
+  std::size_t n_;
+};
+
+// A tenant-choice rule: called with the candidates (never empty), returns
+// one of them or kNoTenant to decline. Must be noexcept.
+template <class C>
+concept RadixChooser = std::is_nothrow_invocable_r_v<TenantId, C&, const RadixCandidates&>;
+
+// The default rule: the candidate that used this prefix most recently; ties
+// go to the lowest id.
+struct MostRecentlyUsed {
+  TenantId operator()(const RadixCandidates& c) const noexcept {
+    TenantId best = kNoTenant;
+    std::uint64_t best_r = 0;
+    for (RadixCandidate x : c) {
+      if (best == kNoTenant || x.recency > best_r) {
+        best = x.tenant;
+        best_r = x.recency;
+      }
+    }
+    return best;
+  }
+};
+
+// The lowest id among the candidates (deterministic; for tests and
+// simulations).
+struct LowestTenantId {
+  TenantId operator()(const RadixCandidates& c) const noexcept {
+    return c.empty() ? kNoTenant : c[0].tenant;
+  }
+};
+
+template <class Symbol>
+class BasicApproxRadixTree {
+  using Traits = detail::RadixSymbolTraits<Symbol>;
+  using Key = typename Traits::Key;
+  using Node = detail::RadixNode<Symbol>;
+  using Claim = detail::RadixClaim;
+
+ public:
+  using symbol_type = Symbol;
+  // std::string_view for text, std::span<const Symbol> for tokens.
+  using sequence_type = typename Traits::Sequence;
+  // std::string for text, std::vector<Symbol> for tokens.
+  using fragment_type = typename Traits::Fragment;
+
+  static constexpr std::size_t kMaxSequenceSymbols = 0xFFFFFFFFu;
+
+  struct Options {
+    // When set, every insert evicts its own tenant down to this many units
+    // before returning (reactive eviction), so no tenant exceeds it by more
+    // than the inserts in flight for it. Units: code points for text.
+    std::size_t tenant_budget = kUnlimitedBudget;
+  };
+
+  // What debug_node reports about one node.
+  struct DebugNode {
+    fragment_type fragment{};
+    std::size_t units = 0;
+    std::vector<TenantId> tenants{};       // ascending
+    std::vector<TenantId> leaf_tenants{};  // tenants no child holds
+    std::size_t children = 0;
+  };
+
+  // Never allocates.
+  BasicApproxRadixTree() noexcept : BasicApproxRadixTree(Options{}) {}
+  explicit BasicApproxRadixTree(Options o) noexcept : budget_(o.tenant_budget) {}
+
+  BasicApproxRadixTree(const BasicApproxRadixTree&) = delete;
+  BasicApproxRadixTree& operator=(const BasicApproxRadixTree&) = delete;
+
+  // Requires that no other thread uses the tree.
+  ~BasicApproxRadixTree() { destroy(); }
+
+  // Records that `tenant` was sent `seq`: the tenant holds every node on its
+  // path, which is created or split as needed, and the whole path gets a
+  // fresh recency for it. An empty `seq` registers the tenant at the root.
+  // Never throws.
+  InsertResult insert(sequence_type seq, TenantId tenant) noexcept {
+    InsertResult r;
+    if (tenant > kMaxTenantId) {
+      r.status = InsertStatus::kInvalidTenant;
+      return r;
+    }
+    if (seq.size() > kMaxSequenceSymbols) {
+      r.status = InsertStatus::kTooLong;
+      return r;
+    }
+    TenantState* ts = state_or_create(tenant);
+    if (ts == nullptr) {
+      r.status = InsertStatus::kOutOfMemory;
+      return r;
+    }
+    Step s = Step::kRestart;
+    for (int attempt = 0; attempt < kMaxInsertAttempts; ++attempt) {
+      s = insert_once(seq.data(), seq.size(), *ts, r);
+      if (s != Step::kRestart) break;
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::yield();
+    }
+    if (s == Step::kOutOfMemory) r.status = InsertStatus::kOutOfMemory;
+    if (s == Step::kRestart) r.status = InsertStatus::kContended;
+    if (budget_ != kUnlimitedBudget &&
+        ts->size.load(std::memory_order_relaxed) > budget_) {
+      std::lock_guard<std::mutex> m(ts->maint_mu);
+      const std::size_t b = budget_;
+      evict_loop(*ts, [b](const TenantState& st, const Claim&) {
+        return st.size.load(std::memory_order_relaxed) > b;
+      });
+    }
+    return r;
+  }
+
+  // Finds the longest prefix of `seq` in the tree and chooses a tenant among
+  // those holding the deepest matched node with `choose` (see RadixChooser),
+  // then stamps the chosen tenant's path with a fresh recency. Never throws.
+  template <class Chooser>
+    requires RadixChooser<Chooser>
+  MatchResult match(sequence_type seq, Chooser&& choose) noexcept {
+    MatchResult r;
+    const Symbol* text = seq.data();
+    const std::size_t n = seq.size();
+    Node* x = &root_;
+    x->lock.lock_shared();
+    std::size_t pos = 0;
+    std::size_t matched = 0;
+    while (pos < n) {
+      Node* c = x->find_child(Traits::key(text + pos, n - pos));
+      if (c == nullptr) break;
+      c->lock.lock_shared();
+      x->lock.unlock_shared();
+      x = c;
+      const std::size_t k = common_units(*x, text + pos, n - pos);
+      if (k == x->len) {
+        pos += k;
+        matched += x->count;
+        continue;
+      }
+      matched += Traits::count(text + pos, k);
+      pos += k;
+      break;
+    }
+    r.matched = matched;
+    r.matched_symbols = pos;
+    r.candidates = x->ntenant;
+    if (x->ntenant > 0) {
+      const RadixCandidates cands(x->tenant_ids(), x->claims(), x->ntenant);
+      const TenantId t = choose(cands);
+      Claim* c = t == kNoTenant ? nullptr : x->find_claim(t);
+      if (c != nullptr) {
+        TenantState* ts = find_state(t);
+        std::lock_guard<std::mutex> g(ts->lru_mu);
+        r.previous_recency = c->recency.load(std::memory_order_relaxed);
+        r.recency = stamp_path(*ts, c);
+        r.tenant = t;
+      }
+    }
+    x->lock.unlock_shared();
+    r.input = matched + Traits::count(text + pos, n - pos);
+    return r;
+  }
+
+  // match with the default rule, MostRecentlyUsed.
+  MatchResult match(sequence_type seq) noexcept { return match(seq, MostRecentlyUsed{}); }
+
+  // The longest prefix of `seq` along nodes `tenant` holds (the gateway's
+  // prefix_match_tenant); stamps the tenant's path to where it stopped.
+  // Returns found = false, matched = 0 for an unregistered tenant.
+  TenantMatch match_for_tenant(sequence_type seq, TenantId tenant) noexcept {
+    TenantMatch r;
+    const Symbol* text = seq.data();
+    const std::size_t n = seq.size();
+    TenantState* ts = find_state(tenant);
+    Node* x = &root_;
+    x->lock.lock_shared();
+    Claim* xc = ts == nullptr ? nullptr : x->find_claim(tenant);
+    std::size_t pos = 0;
+    std::size_t matched = 0;
+    if (xc != nullptr) {
+      while (pos < n) {
+        Node* c = x->find_child(Traits::key(text + pos, n - pos));
+        if (c == nullptr) break;
+        c->lock.lock_shared();
+        Claim* cc = c->find_claim(tenant);
+        if (cc == nullptr) {
+          c->lock.unlock_shared();
+          break;
+        }
+        x->lock.unlock_shared();
+        x = c;
+        xc = cc;
+        const std::size_t k = common_units(*x, text + pos, n - pos);
+        if (k == x->len) {
+          pos += k;
+          matched += x->count;
+          continue;
+        }
+        matched += Traits::count(text + pos, k);
+        pos += k;
+        break;
+      }
+      std::lock_guard<std::mutex> g(ts->lru_mu);
+      r.found = true;
+      r.previous_recency = xc->recency.load(std::memory_order_relaxed);
+      r.recency = stamp_path(*ts, xc);
+    }
+    x->lock.unlock_shared();
+    r.matched = matched;
+    r.matched_symbols = pos;
+    r.input = matched + Traits::count(text + pos, n - pos);
+    return r;
+  }
+
+  // Evicts every tenant down to `budget` units, least recently used leaves
+  // first. Complexity: O(what is evicted); O(1) per tenant within budget.
+  EvictResult evict(std::size_t budget) noexcept {
+    EvictResult total;
+    for (TenantState* ts = registry_.load(std::memory_order_acquire); ts != nullptr;
+         ts = ts->next_state) {
+      if (ts->size.load(std::memory_order_relaxed) <= budget) continue;
+      std::lock_guard<std::mutex> m(ts->maint_mu);
+      total += evict_loop(*ts, [budget](const TenantState& st, const Claim&) {
+        return st.size.load(std::memory_order_relaxed) > budget;
+      });
+    }
+    return total;
+  }
+
+  // Evicts one tenant down to `budget` units.
+  EvictResult evict_tenant(TenantId tenant, std::size_t budget) noexcept {
+    TenantState* ts = find_state(tenant);
+    if (ts == nullptr) return {};
+    std::lock_guard<std::mutex> m(ts->maint_mu);
+    return evict_loop(*ts, [budget](const TenantState& st, const Claim&) {
+      return st.size.load(std::memory_order_relaxed) > budget;
+    });
+  }
+
+  // Removes every (non-root) node entry of `tenant` whose recency is below
+  // `recency`: the feedback hook for "the server no longer holds the entry
+  // last used at recency r, so anything it last used earlier is gone too"
+  // (call drop_older_than(t, r + 1) to drop the entry itself as well).
+  // Complexity: O(what is dropped).
+  EvictResult drop_older_than(TenantId tenant, std::uint64_t recency) noexcept {
+    TenantState* ts = find_state(tenant);
+    if (ts == nullptr) return {};
+    std::lock_guard<std::mutex> m(ts->maint_mu);
+    return evict_loop(*ts, [recency](const TenantState&, const Claim& c) {
+      return c.recency.load(std::memory_order_relaxed) < recency;
+    });
+  }
+
+  // Removes `tenant` from every node, the root included, and forgets its
+  // size. Returns false when it was not registered.
+  bool remove_tenant(TenantId tenant) noexcept {
+    TenantState* ts = find_state(tenant);
+    if (ts == nullptr) return false;
+    std::lock_guard<std::mutex> m(ts->maint_mu);
+    for (;;) {
+      evict_loop(*ts, [](const TenantState&, const Claim&) { return true; });
+      root_.lock.lock();
+      std::unique_lock<std::mutex> g(ts->lru_mu);
+      if (ts->head != nullptr) {  // an insert in flight added more
+        g.unlock();
+        root_.lock.unlock();
+        std::this_thread::yield();
+        continue;
+      }
+      Claim* rc = root_.find_claim(tenant);
+      if (rc == nullptr) {
+        g.unlock();
+        root_.lock.unlock();
+        return false;
+      }
+      if (rc->pins != 0) {  // an insert is about to claim a top-level node
+        g.unlock();
+        root_.lock.unlock();
+        std::this_thread::yield();
+        continue;
+      }
+      remove_tenant_entry(root_, tenant);
+      ts->registered.store(false, std::memory_order_relaxed);
+      ts->size.store(0, std::memory_order_relaxed);
+      registered_.fetch_sub(1, std::memory_order_relaxed);
+      g.unlock();
+      root_.lock.unlock();
+      free_claim(rc);
+      return true;
+    }
+  }
+
+  // Whether `tenant` is registered (present at the root).
+  bool has_tenant(TenantId tenant) const noexcept {
+    const TenantState* ts = find_state(tenant);
+    return ts != nullptr && ts->registered.load(std::memory_order_relaxed);
+  }
+
+  // The maintained size of `tenant` in units; 0 when unregistered.
+  std::size_t tenant_size(TenantId tenant) const noexcept {
+    const TenantState* ts = find_state(tenant);
+    return ts == nullptr ? 0 : ts->size.load(std::memory_order_relaxed);
+  }
+
+  // The number of (non-root) nodes `tenant` holds.
+  std::size_t tenant_nodes(TenantId tenant) const noexcept {
+    const TenantState* ts = find_state(tenant);
+    return ts == nullptr ? 0 : ts->listed.load(std::memory_order_relaxed);
+  }
+
+  // The maintained size of every registered tenant, ascending id. Allocates.
+  std::vector<TenantSize> tenant_sizes() const {
+    std::vector<TenantSize> out;
+    for (const TenantState* ts = registry_.load(std::memory_order_acquire);
+         ts != nullptr; ts = ts->next_state) {
+      if (ts->registered.load(std::memory_order_relaxed)) {
+        out.push_back({ts->id, ts->size.load(std::memory_order_relaxed)});
+      }
+    }
+    std::sort(out.begin(), out.end(),
+              [](const TenantSize& a, const TenantSize& b) { return a.tenant < b.tenant; });
+    return out;
+  }
+
+  std::size_t tenant_count() const noexcept {
+    return registered_.load(std::memory_order_relaxed);
+  }
+
+  // Never allocates; each field is read atomically but not all at once.
+  RadixTreeStats stats() const noexcept {
+    RadixTreeStats s;
+    s.nodes = nodes_.load(std::memory_order_relaxed) + 1;
+    s.bytes = bytes_.load(std::memory_order_relaxed);
+    s.units = units_.load(std::memory_order_relaxed);
+    s.symbols = symbols_.load(std::memory_order_relaxed);
+    s.claims = claims_.load(std::memory_order_relaxed);
+    s.tenants = registered_.load(std::memory_order_relaxed);
+    s.clock = clock_.load(std::memory_order_relaxed);
+    s.restarts = restarts_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  // The last recency handed out.
+  std::uint64_t now() const noexcept { return clock_.load(std::memory_order_relaxed); }
+
+  // Debug: every registered tenant's size recomputed from the nodes
+  // (tenants at the root only count 0), ascending id. Requires quiescence.
+  std::vector<TenantSize> recount_sizes() const {
+    std::vector<TenantSize> out;
+    for (std::uint32_t i = 0; i < root_.ntenant; ++i) out.push_back({root_.tenant_ids()[i], 0});
+    std::vector<const Node*> stack;
+    push_children(root_, stack);
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      for (std::uint32_t i = 0; i < n->ntenant; ++i) {
+        const TenantId t = n->tenant_ids()[i];
+        auto it = std::lower_bound(out.begin(), out.end(), t,
+                                   [](const TenantSize& a, TenantId v) { return a.tenant < v; });
+        if (it == out.end() || it->tenant != t) it = out.insert(it, {t, 0});
+        it->size += n->count;
+      }
+      push_children(*n, stack);
+    }
+    return out;
+  }
+
+  // Debug: checks every structural invariant, the maintained sizes, the LRU
+  // lists and the byte accounting; returns "" or a description of the first
+  // violation. Requires quiescence.
+  std::string check_invariants() const { return check(); }
+
+  // Debug: the node where `seq` ends (the last node its walk from the root
+  // enters, following `seq` exactly; the root for an empty `seq`), or
+  // nullopt when `seq` leaves the tree. Requires quiescence.
+  std::optional<DebugNode> debug_node(sequence_type seq) const {
+    const Symbol* text = seq.data();
+    const std::size_t n = seq.size();
+    const Node* x = &root_;
+    std::size_t pos = 0;
+    while (pos < n) {
+      const Node* c = x->find_child(Traits::key(text + pos, n - pos));
+      if (c == nullptr) return std::nullopt;
+      const std::size_t k = common_units(*c, text + pos, n - pos);
+      x = c;
+      pos += k;
+      if (k < c->len) {
+        if (pos < n) return std::nullopt;
+        break;
+      }
+    }
+    DebugNode d;
+    d.fragment = fragment_type(x->frag, x->frag + x->len);
+    d.units = x->count;
+    d.children = x->nchild;
+    for (std::uint32_t i = 0; i < x->ntenant; ++i) {
+      const TenantId t = x->tenant_ids()[i];
+      d.tenants.push_back(t);
+      bool in_child = false;
+      for (std::uint32_t j = 0; j < x->nchild && !in_child; ++j) {
+        in_child = x->kids()[j]->find_claim(t) != nullptr;
+      }
+      if (!in_child) d.leaf_tenants.push_back(t);
+    }
+    return d;
+  }
+
+ private:
+  static constexpr int kMaxInsertAttempts = 64;
+  static constexpr int kMaxEvictFailures = 4096;
+
+  // Per-tenant state; allocated on the tenant's first insert and kept (and
+  // reused) until the tree is destroyed, so a pointer to it never dangles.
+  struct TenantState {
+    explicit TenantState(TenantId i) noexcept : id(i) {}
+    const TenantId id;
+    std::mutex lru_mu;    // guards head, tail and every claim's links
+    std::mutex maint_mu;  // serialises evict/drop/remove for this tenant
+    Claim* head = nullptr;  // most recent
+    Claim* tail = nullptr;  // least recent: always a leaf for this tenant
+    std::atomic<std::size_t> size{0};    // written under lru_mu
+    std::atomic<std::size_t> listed{0};  // claims in the list; under lru_mu
+    std::atomic<bool> registered{false}; // written under the root's lock
+    TenantState* next_state = nullptr;   // registry list; immutable once published
+  };
+
+  struct TenantLeaf {
+    std::atomic<TenantState*> slot[256];
+  };
+  struct TenantMid {
+    std::atomic<TenantLeaf*> slot[256];
+  };
+
+  enum class Step { kDone, kRestart, kOutOfMemory };
+
+  // Allocations an insert step needs, made before it changes anything so
+  // that running out of memory leaves the node untouched.
+  struct Prep {
+    Node* lower = nullptr;
+    Symbol* lower_frag = nullptr;
+    Symbol* upper_frag = nullptr;
+    void* upper_children = nullptr;
+    std::uint32_t upper_child_cap = 0;
+    void* upper_tenants = nullptr;
+    std::uint32_t upper_tenant_cap = 0;
+    Claim* copies = nullptr;  // chained through `next`
+    Claim* own = nullptr;
+    Node* leaf = nullptr;
+    Symbol* leaf_frag = nullptr;
+    void* leaf_tenants = nullptr;
+    Claim* leaf_claim = nullptr;
+  };
+
+  // --- allocation, every byte counted -------------------------------------
+
+  void* alloc(std::size_t n) noexcept {
+    void* p = std::malloc(n);
+    if (p != nullptr) bytes_.fetch_add(n, std::memory_order_relaxed);
+    return p;
+  }
+  void dealloc(void* p, std::size_t n) noexcept {
+    if (p == nullptr) return;
+    std::free(p);
+    bytes_.fetch_sub(n, std::memory_order_relaxed);
+  }
+  Node* new_node() noexcept {
+    void* p = alloc(sizeof(Node));
+    return p == nullptr ? nullptr : new (p) Node();
+  }
+  Claim* new_claim() noexcept {
+    void* p = alloc(sizeof(Claim));
+    return p == nullptr ? nullptr : new (p) Claim();
+  }
+  void free_claim(Claim* c) noexcept {
+    if (c == nullptr) return;
+    c->~Claim();
+    dealloc(c, sizeof(Claim));
+    claims_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Frees a node that was never linked (no stats to undo).
+  void discard_node(Node* n) noexcept {
+    if (n == nullptr) return;
+    n->~Node();
+    dealloc(n, sizeof(Node));
+  }
+  // Frees an unlinked node and its storage (its claims must be gone).
+  void free_node(Node* n) noexcept {
+    KVROUTE_ASSERT(n->ntenant == 0, "radix tree: freeing a node with tenants");
+    nodes_.fetch_sub(1, std::memory_order_relaxed);
+    units_.fetch_sub(n->count, std::memory_order_relaxed);
+    symbols_.fetch_sub(n->len, std::memory_order_relaxed);
+    dealloc(n->frag, n->len * sizeof(Symbol));
+    dealloc(n->child_block, Node::child_block_bytes(n->cap_child));
+    dealloc(n->tenant_block, Node::tenant_block_bytes(n->cap_tenant));
+    discard_node(n);
+  }
+  Symbol* alloc_frag(std::size_t len) noexcept {
+    return static_cast<Symbol*>(alloc(len * sizeof(Symbol)));
+  }
+
+  static std::uint32_t grown(std::uint32_t cap, std::uint32_t need) noexcept {
+    std::uint32_t c = cap == 0 ? 1 : cap;
+    while (c < need) c *= 2;
+    return c;
+  }
+
+  // Makes room for `need` children. Requires n exclusively locked.
+  bool reserve_children(Node& n, std::uint32_t need) noexcept {
+    if (n.cap_child >= need) return true;
+    const std::uint32_t cap = grown(n.cap_child, need);
+    void* b = alloc(Node::child_block_bytes(cap));
+    if (b == nullptr) return false;
+    Node tmp;  // only to compute the new block's layout
+    tmp.child_block = b;
+    tmp.cap_child = cap;
+    if (n.nchild > 0) {
+      std::memcpy(tmp.keys(), n.keys(), n.nchild * sizeof(Key));
+      std::memcpy(tmp.kids(), n.kids(), n.nchild * sizeof(Node*));
+    }
+    dealloc(n.child_block, Node::child_block_bytes(n.cap_child));
+    n.child_block = b;
+    n.cap_child = cap;
+    return true;
+  }
+
+  bool reserve_tenants(Node& n, std::uint32_t need) noexcept {
+    if (n.cap_tenant >= need) return true;
+    const std::uint32_t cap = grown(n.cap_tenant, need);
+    void* b = alloc(Node::tenant_block_bytes(cap));
+    if (b == nullptr) return false;
+    Node tmp;
+    tmp.tenant_block = b;
+    tmp.cap_tenant = cap;
+    if (n.ntenant > 0) {
+      std::memcpy(tmp.tenant_ids(), n.tenant_ids(), n.ntenant * sizeof(std::uint32_t));
+      std::memcpy(tmp.claims(), n.claims(), n.ntenant * sizeof(Claim*));
+    }
+    dealloc(n.tenant_block, Node::tenant_block_bytes(n.cap_tenant));
+    n.tenant_block = b;
+    n.cap_tenant = cap;
+    return true;
+  }
+
+  // Requires capacity.
+  static void add_child(Node& n, Key k, Node* c) noexcept {
+    const std::uint32_t i = n.child_slot(k);
+    Key* keys = n.keys();
+    Node** kids = n.kids();
+    std::memmove(keys + i + 1, keys + i, (n.nchild - i) * sizeof(Key));
+    std::memmove(kids + i + 1, kids + i, (n.nchild - i) * sizeof(Node*));
+    keys[i] = k;
+    kids[i] = c;
+    ++n.nchild;
+  }
+
+  static void remove_child(Node& n, const Node* c) noexcept {
+    const std::uint32_t i = n.child_slot(Traits::key(c->frag, c->len));
+    KVROUTE_ASSERT(i < n.nchild && n.kids()[i] == c, "radix tree: child not found");
+    Key* keys = n.keys();
+    Node** kids = n.kids();
+    std::memmove(keys + i, keys + i + 1, (n.nchild - i - 1) * sizeof(Key));
+    std::memmove(kids + i, kids + i + 1, (n.nchild - i - 1) * sizeof(Node*));
+    --n.nchild;
+  }
+
+  // Requires capacity and t absent.
+  static void add_tenant_entry(Node& n, TenantId t, Claim* c) noexcept {
+    const std::uint32_t i = n.tenant_slot(t);
+    std::uint32_t* ids = n.tenant_ids();
+    Claim** cl = n.claims();
+    std::memmove(ids + i + 1, ids + i, (n.ntenant - i) * sizeof(std::uint32_t));
+    std::memmove(cl + i + 1, cl + i, (n.ntenant - i) * sizeof(Claim*));
+    ids[i] = t;
+    cl[i] = c;
+    ++n.ntenant;
+  }
+
+  static void remove_tenant_entry(Node& n, TenantId t) noexcept {
+    const std::uint32_t i = n.tenant_slot(t);
+    KVROUTE_ASSERT(i < n.ntenant && n.tenant_ids()[i] == t, "radix tree: tenant not found");
+    std::uint32_t* ids = n.tenant_ids();
+    Claim** cl = n.claims();
+    std::memmove(ids + i, ids + i + 1, (n.ntenant - i - 1) * sizeof(std::uint32_t));
+    std::memmove(cl + i, cl + i + 1, (n.ntenant - i - 1) * sizeof(Claim*));
+    --n.ntenant;
+  }
+
+  // --- tenants -------------------------------------------------------------
+
+  TenantState* find_state(TenantId t) const noexcept {
+    if (t > kMaxTenantId) return nullptr;
+    TenantMid* mid = top_[t >> 16].load(std::memory_order_acquire);
+    if (mid == nullptr) return nullptr;
+    TenantLeaf* leaf = mid->slot[(t >> 8) & 0xFFu].load(std::memory_order_acquire);
+    if (leaf == nullptr) return nullptr;
+    return leaf->slot[t & 0xFFu].load(std::memory_order_acquire);
+  }
+
+  template <class T>
+  T* install(std::atomic<T*>& slot) noexcept {
+    T* cur = slot.load(std::memory_order_acquire);
+    if (cur != nullptr) return cur;
+    void* p = alloc(sizeof(T));
+    if (p == nullptr) return nullptr;
+    T* fresh = new (p) T{};
+    if (slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      return fresh;
+    }
+    fresh->~T();
+    dealloc(p, sizeof(T));
+    return cur;
+  }
+
+  TenantState* state_or_create(TenantId t) noexcept {
+    if (TenantState* s = find_state(t)) return s;
+    TenantMid* mid = install(top_[t >> 16]);
+    if (mid == nullptr) return nullptr;
+    TenantLeaf* leaf = install(mid->slot[(t >> 8) & 0xFFu]);
+    if (leaf == nullptr) return nullptr;
+    std::atomic<TenantState*>& slot = leaf->slot[t & 0xFFu];
+    TenantState* cur = slot.load(std::memory_order_acquire);
+    if (cur != nullptr) return cur;
+    void* p = alloc(sizeof(TenantState));
+    if (p == nullptr) return nullptr;
+    TenantState* fresh = new (p) TenantState(t);
+    if (!slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      fresh->~TenantState();
+      dealloc(p, sizeof(TenantState));
+      return cur;
+    }
+    TenantState* head = registry_.load(std::memory_order_relaxed);
+    do {
+      fresh->next_state = head;
+    } while (!registry_.compare_exchange_weak(head, fresh, std::memory_order_release,
+                                              std::memory_order_relaxed));
+    return fresh;
+  }
+
+  // --- the LRU list (under the tenant's lru_mu) ----------------------------
+
+  static void list_unlink(TenantState& ts, Claim* c) noexcept {
+    if (c->prev != nullptr) c->prev->next = c->next; else ts.head = c->next;
+    if (c->next != nullptr) c->next->prev = c->prev; else ts.tail = c->prev;
+    c->prev = c->next = nullptr;
+  }
+  static void list_push_front(TenantState& ts, Claim* c) noexcept {
+    c->prev = nullptr;
+    c->next = ts.head;
+    if (ts.head != nullptr) ts.head->prev = c; else ts.tail = c;
+    ts.head = c;
+  }
+  static void list_insert_after(TenantState& ts, Claim* pos, Claim* c) noexcept {
+    c->prev = pos;
+    c->next = pos->next;
+    if (pos->next != nullptr) pos->next->prev = c; else ts.tail = c;
+    pos->next = c;
+  }
+  static void list_insert_before(TenantState& ts, Claim* pos, Claim* c) noexcept {
+    c->next = pos;
+    c->prev = pos->prev;
+    if (pos->prev != nullptr) pos->prev->next = c; else ts.head = c;
+    pos->prev = c;
+  }
+
+  // Links a new claim directly behind its parent claim `c->up` (at the front
+  // when the parent is the root's) with the parent's recency. The list stays
+  // sorted by recency and every claim stays behind its ancestors.
+  static void link_below(TenantState& ts, Claim* c) noexcept {
+    Claim* up = c->up;
+    if (up->up == nullptr) list_push_front(ts, c); else list_insert_after(ts, up, c);
+    c->recency.store(up->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+
+  // Stamps `c` and every ancestor claim with one fresh recency and moves them
+  // to the front, ancestors first. Returns the stamp. Every claim on the
+  // chain stays allocated while `c` does: only the list's tail (a leaf for
+  // the tenant) is ever removed, and the caller holds c's node locked.
+  std::uint64_t stamp_path(TenantState& ts, Claim* c) noexcept {
+    const std::uint64_t e = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+    for (Claim* p = c; p != nullptr; p = p->up) {
+      p->recency.store(e, std::memory_order_relaxed);
+      if (p->up != nullptr && ts.head != p) {
+        list_unlink(ts, p);
+        list_push_front(ts, p);
+      }
+    }
+    return e;
+  }
+
+  void unpin(TenantState& ts, Claim* pin) noexcept {
+    if (pin == nullptr) return;
+    std::lock_guard<std::mutex> g(ts.lru_mu);
+    --pin->pins;
+  }
+
+  // --- comparison ----------------------------------------------------------
+
+  // Units-aligned common prefix, in symbols, of `text` and n's fragment.
+  static std::size_t common_units(const Node& n, const Symbol* text, std::size_t rem) noexcept {
+    const std::size_t m = std::min<std::size_t>(rem, n.len);
+    if (m == 0) return 0;
+    const std::size_t b =
+        detail::common_prefix_bytes(text, n.frag, m * sizeof(Symbol)) / sizeof(Symbol);
+    if (b == 0) return 0;
+    return Traits::boundary(text, rem, n.frag, n.len, b);
+  }
+
+  // --- insert ---------------------------------------------------------------
+
+  void release_prep(Prep& p, std::size_t lower_len, std::size_t upper_len,
+                    std::size_t leaf_len) noexcept {
+    discard_node(p.lower);
+    dealloc(p.lower_frag, lower_len * sizeof(Symbol));
+    dealloc(p.upper_frag, upper_len * sizeof(Symbol));
+    dealloc(p.upper_children, Node::child_block_bytes(p.upper_child_cap));
+    dealloc(p.upper_tenants, Node::tenant_block_bytes(p.upper_tenant_cap));
+    while (p.copies != nullptr) {
+      Claim* c = p.copies;
+      p.copies = c->next;
+      c->~Claim();
+      dealloc(c, sizeof(Claim));
+    }
+    if (p.own != nullptr) {
+      p.own->~Claim();
+      dealloc(p.own, sizeof(Claim));
+    }
+    discard_node(p.leaf);
+    dealloc(p.leaf_frag, leaf_len * sizeof(Symbol));
+    dealloc(p.leaf_tenants, Node::tenant_block_bytes(1));
+    if (p.leaf_claim != nullptr) {
+      p.leaf_claim->~Claim();
+      dealloc(p.leaf_claim, sizeof(Claim));
+    }
+    p = Prep{};
+  }
+
+  // Splits x after its first k symbols (kc units), holding x exclusively: x
+  // keeps the first part, with a fresh claim for each of its tenants, and a
+  // new child `lower` takes the rest of the fragment, x's children and x's
+  // claims (so the claims below keep pointing at the right parent claims).
+  void split_node(Node& x, std::size_t k, std::size_t kc, Prep& p) noexcept {
+    Node* lo = p.lower;
+    p.lower = nullptr;
+    lo->len = static_cast<std::uint32_t>(x.len - k);
+    lo->count = static_cast<std::uint32_t>(x.count - kc);
+    lo->frag = p.lower_frag;
+    p.lower_frag = nullptr;
+    std::memcpy(lo->frag, x.frag + k, lo->len * sizeof(Symbol));
+    lo->child_block = x.child_block;
+    lo->nchild = x.nchild;
+    lo->cap_child = x.cap_child;
+    lo->tenant_block = x.tenant_block;
+    lo->ntenant = x.ntenant;
+    lo->cap_tenant = x.cap_tenant;
+
+    std::memcpy(p.upper_frag, x.frag, k * sizeof(Symbol));
+    dealloc(x.frag, x.len * sizeof(Symbol));
+    x.frag = p.upper_frag;
+    p.upper_frag = nullptr;
+    x.len = static_cast<std::uint32_t>(k);
+    x.count = static_cast<std::uint32_t>(kc);
+    x.child_block = p.upper_children;
+    x.cap_child = p.upper_child_cap;
+    x.nchild = 0;
+    p.upper_children = nullptr;
+    add_child(x, Traits::key(lo->frag, lo->len), lo);
+    x.tenant_block = p.upper_tenants;
+    x.cap_tenant = p.upper_tenant_cap;
+    x.ntenant = lo->ntenant;
+    p.upper_tenants = nullptr;
+    for (std::uint32_t i = 0; i < lo->ntenant; ++i) {
+      const TenantId u = lo->tenant_ids()[i];
+      Claim* old = lo->claims()[i];
+      Claim* m = p.copies;
+      p.copies = m->next;
+      m->next = nullptr;
+      m->node = &x;
+      x.tenant_ids()[i] = u;
+      x.claims()[i] = m;
+      TenantState* ts = find_state(u);
+      std::lock_guard<std::mutex> g(ts->lru_mu);
+      old->node = lo;
+      m->up = old->up;
+      old->up = m;
+      list_insert_before(*ts, old, m);
+      m->recency.store(old->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      ts->listed.fetch_add(1, std::memory_order_relaxed);
+    }
+    claims_.fetch_add(lo->ntenant, std::memory_order_relaxed);
+    ++x.version;
+    nodes_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // One attempt at an insert; kRestart when it met a concurrent eviction.
+  Step insert_once(const Symbol* text, std::size_t n, TenantState& ts, InsertResult& r) noexcept {
+    const TenantId t = ts.id;
+    Node* x = &root_;
+    bool excl = false;
+    x->lock.lock_shared();
+    Claim* xc = x->find_claim(t);
+    if (xc == nullptr) {
+      x->lock.unlock_shared();
+      x->lock.lock();
+      excl = true;
+      xc = x->find_claim(t);
+      if (xc == nullptr) {
+        Claim* c = new_claim();
+        if (c == nullptr || !reserve_tenants(*x, x->ntenant + 1)) {
+          if (c != nullptr) {
+            c->~Claim();
+            dealloc(c, sizeof(Claim));
+          }
+          x->lock.unlock();
+          return Step::kOutOfMemory;
+        }
+        c->node = x;
+        add_tenant_entry(*x, t, c);
+        claims_.fetch_add(1, std::memory_order_relaxed);
+        ts.registered.store(true, std::memory_order_relaxed);
+        registered_.fetch_add(1, std::memory_order_relaxed);
+        xc = c;
+      }
+    }
+    // Loop state: x is locked (exclusively iff excl); its fragment starts at
+    // text[pos]; xc is t's claim on x, or null, and then `pin` is t's claim
+    // on x's parent, pinned so that eviction leaves it until xc exists.
+    Claim* pin = nullptr;
+    std::size_t pos = 0;
+    bool k_known = false;
+    std::uint32_t k_version = 0;
+    std::size_t k = 0;
+    for (;;) {
+      if (!k_known || k_version != x->version) {
+        k = common_units(*x, text + pos, n - pos);
+        k_known = true;
+        k_version = x->version;
+      }
+      const bool split = k < x->len;
+      const std::size_t after = pos + k;
+      Node* child = nullptr;
+      if (!split && after < n) child = x->find_child(Traits::key(text + after, n - after));
+      const bool need_claim = xc == nullptr;
+      const bool need_leaf = after < n && child == nullptr;
+
+      if (split || need_claim || need_leaf) {
+        if (!excl) {
+          // Upgrade. The pin keeps x's memory alive if an eviction unlinks
+          // it while we hold nothing.
+          x->pins.fetch_add(1, std::memory_order_relaxed);
+          x->lock.unlock_shared();
+          x->lock.lock();
+          excl = true;
+          const std::uint32_t left = x->pins.fetch_sub(1, std::memory_order_relaxed) - 1;
+          if (x->dead) {
+            x->lock.unlock();
+            if (left == 0) free_node(x);
+            unpin(ts, pin);
+            return Step::kRestart;
+          }
+          Claim* now = x->find_claim(t);
+          if (xc != nullptr) {
+            if (now == nullptr) {  // evicted meanwhile: the path above may be gone
+              x->lock.unlock();
+              return Step::kRestart;
+            }
+            xc = now;  // the same claim, or its copy if x was split meanwhile
+          } else if (now != nullptr) {  // another insert of t added it
+            xc = now;
+            unpin(ts, pin);
+            pin = nullptr;
+          }
+          continue;  // re-decide under the exclusive lock
+        }
+
+        // Prepare every allocation, then commit.
+        Prep p;
+        const std::size_t leaf_len = after < n ? n - after : 0;
+        const std::size_t kc = split ? Traits::count(text + pos, k) : x->count;
+        bool ok = true;
+        if (split) {
+          p.lower = new_node();
+          p.lower_frag = alloc_frag(x->len - k);
+          p.upper_frag = alloc_frag(k);
+          p.upper_child_cap = need_leaf ? 2 : 1;
+          p.upper_children = alloc(Node::child_block_bytes(p.upper_child_cap));
+          p.upper_tenant_cap = x->ntenant + (need_claim ? 1 : 0);
+          p.upper_tenants = alloc(Node::tenant_block_bytes(p.upper_tenant_cap));
+          ok = p.lower && p.lower_frag && p.upper_frag && p.upper_children && p.upper_tenants;
+          for (std::uint32_t i = 0; ok && i < x->ntenant; ++i) {
+            Claim* c = new_claim();
+            if (c == nullptr) {
+              ok = false;
+              break;
+            }
+            c->next = p.copies;
+            p.copies = c;
+          }
+        } else {
+          if (need_claim) ok = reserve_tenants(*x, x->ntenant + 1);
+          if (ok && need_leaf) ok = reserve_children(*x, x->nchild + 1);
+        }
+        if (ok && need_claim) ok = (p.own = new_claim()) != nullptr;
+        if (ok && need_leaf) {
+          p.leaf = new_node();
+          p.leaf_frag = alloc_frag(leaf_len);
+          p.leaf_tenants = alloc(Node::tenant_block_bytes(1));
+          p.leaf_claim = new_claim();
+          ok = p.leaf && p.leaf_frag && p.leaf_tenants && p.leaf_claim;
+        }
+        if (!ok) {
+          release_prep(p, split ? x->len - k : 0, split ? k : 0, leaf_len);
+          x->lock.unlock();
+          unpin(ts, pin);
+          return Step::kOutOfMemory;
+        }
+
+        if (split) {
+          split_node(*x, k, kc, p);
+          if (xc != nullptr) xc = x->find_claim(t);  // the upper copy
+          k_version = x->version;                    // k == x->len now
+        }
+        if (need_claim) {
+          Claim* c = p.own;
+          p.own = nullptr;
+          c->node = x;
+          c->up = pin;
+          add_tenant_entry(*x, t, c);
+          claims_.fetch_add(1, std::memory_order_relaxed);
+          std::lock_guard<std::mutex> g(ts.lru_mu);
+          link_below(ts, c);  // stamped with the whole path at the end
+          --pin->pins;
+          ts.size.fetch_add(x->count, std::memory_order_relaxed);
+          ts.listed.fetch_add(1, std::memory_order_relaxed);
+          xc = c;
+          pin = nullptr;
+        }
+        if (need_leaf) {
+          Node* leaf = p.leaf;
+          leaf->len = static_cast<std::uint32_t>(leaf_len);
+          leaf->count = static_cast<std::uint32_t>(Traits::count(text + after, leaf_len));
+          leaf->frag = p.leaf_frag;
+          std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
+          leaf->tenant_block = p.leaf_tenants;
+          leaf->cap_tenant = 1;
+          Claim* lc = p.leaf_claim;
+          lc->node = leaf;
+          lc->up = xc;
+          add_tenant_entry(*leaf, t, lc);
+          add_child(*x, Traits::key(leaf->frag, leaf->len), leaf);
+          nodes_.fetch_add(1, std::memory_order_relaxed);
+          units_.fetch_add(leaf->count, std::memory_order_relaxed);
+          symbols_.fetch_add(leaf->len, std::memory_order_relaxed);
+          claims_.fetch_add(1, std::memory_order_relaxed);
+          {
+            std::lock_guard<std::mutex> g(ts.lru_mu);
+            link_below(ts, lc);
+            ts.size.fetch_add(leaf->count, std::memory_order_relaxed);
+            ts.listed.fetch_add(1, std::memory_order_relaxed);
+            r.recency = stamp_path(ts, lc);
+          }
+          x->lock.unlock();
+          return Step::kDone;
+        }
+        continue;  // x now needs nothing more; descend or finish
+      }
+
+      if (after == n) {
+        {
+          std::lock_guard<std::mutex> g(ts.lru_mu);
+          r.recency = stamp_path(ts, xc);
+        }
+        if (excl) x->lock.unlock(); else x->lock.unlock_shared();
+        return Step::kDone;
+      }
+
+      // Descend into `child`, holding x until child is locked.
+      if (excl) {
+        x->lock.downgrade();
+        excl = false;
+      }
+      child->lock.lock_shared();
+      Claim* cc = child->find_claim(t);
+      if (cc == nullptr) {
+        std::lock_guard<std::mutex> g(ts.lru_mu);
+        ++xc->pins;
+      }
+      x->lock.unlock_shared();
+      pin = cc == nullptr ? xc : nullptr;
+      xc = cc;
+      x = child;
+      pos = after;
+      k_known = false;
+    }
+  }
+
+  // --- eviction --------------------------------------------------------------
+
+  // Removes t's least recent claims while `more(ts, tail)` holds. Requires
+  // ts.maint_mu. Each step locks the tail claim's parent node and node
+  // exclusively (in that order), re-checks under the LRU mutex that nothing
+  // moved, removes the claim, and unlinks the node if no tenant holds it.
+  template <class More>
+  EvictResult evict_loop(TenantState& ts, More more) noexcept {
+    EvictResult r;
+    int failures = 0;
+    while (failures < kMaxEvictFailures) {
+      Claim* c;
+      Claim* up;
+      Node* nd;
+      Node* parent;
+      {
+        std::lock_guard<std::mutex> g(ts.lru_mu);
+        c = ts.tail;
+        if (c == nullptr || !more(ts, *c)) break;
+        up = c->up;
+        nd = static_cast<Node*>(c->node);
+        parent = static_cast<Node*>(up->node);
+        if (c->pins != 0) c = nullptr;
+      }
+      ++r.visited;
+      if (c == nullptr) {  // an insert is about to hang a child below it
+        ++failures;
+        std::this_thread::yield();
+        continue;
+      }
+      // Both nodes stay allocated: each holds a claim of t, and only this
+      // thread (holding maint_mu) removes t's claims.
+      parent->lock.lock();
+      nd->lock.lock();
+      std::size_t units = 0;
+      bool moved;
+      bool stop = false;
+      {
+        std::lock_guard<std::mutex> g(ts.lru_mu);
+        moved = ts.tail != c || c->node != nd || c->up != up || up->node != parent ||
+                c->pins != 0;
+        if (!moved && !more(ts, *c)) stop = true;
+        if (!moved && !stop) {
+          list_unlink(ts, c);
+          units = nd->count;
+          ts.size.fetch_sub(units, std::memory_order_relaxed);
+          ts.listed.fetch_sub(1, std::memory_order_relaxed);
+        }
+      }
+      if (moved || stop) {
+        nd->lock.unlock();
+        parent->lock.unlock();
+        if (stop) break;
+        ++failures;
+        continue;
+      }
+      remove_tenant_entry(*nd, ts.id);
+      free_claim(c);
+      bool free_now = false;
+      if (nd->ntenant == 0 && nd->nchild == 0) {
+        remove_child(*parent, nd);
+        nd->dead = true;
+        free_now = nd->pins.load(std::memory_order_relaxed) == 0;
+        ++r.nodes;
+      }
+      nd->lock.unlock();
+      parent->lock.unlock();
+      if (free_now) free_node(nd);
+      ++r.claims;
+      r.units += units;
+    }
+    return r;
+  }
+
+  // --- debug ------------------------------------------------------------------
+
+  template <class N, class V>
+  static void push_children(N& n, V& stack) {
+    for (std::uint32_t i = 0; i < n.nchild; ++i) stack.push_back(n.kids()[i]);
+  }
+
+  std::string check() const {
+    auto fail = [](std::string what) { return what; };
+    std::size_t nodes = 0, units = 0, symbols = 0, claims = 0, bytes = 0;
+    struct Item {
+      const Node* node;
+      const Node* parent;
+    };
+    std::vector<Item> stack;
+    stack.push_back({&root_, nullptr});
+    std::vector<TenantSize> sizes;
+    while (!stack.empty()) {
+      const Item it = stack.back();
+      stack.pop_back();
+      const Node* n = it.node;
+      const Node* p = it.parent;
+      if (n->dead) return fail("a linked node is marked dead");
+      if (n->pins.load() != 0) return fail("a node is pinned at rest");
+      if (p != nullptr) {
+        ++nodes;
+        bytes += sizeof(Node);
+        if (n->len == 0) return fail("a non-root node has an empty fragment");
+        if (n->ntenant == 0) return fail("a non-root node has no tenant");
+        if (n->count != Traits::count(n->frag, n->len)) return fail("a node's unit count is stale");
+        if (p->find_child(Traits::key(n->frag, n->len)) != n) {
+          return fail("a child is not under the key of its first unit");
+        }
+      }
+      units += n->count;
+      symbols += n->len;
+      bytes += n->len * sizeof(Symbol);
+      if (n->child_block != nullptr) bytes += Node::child_block_bytes(n->cap_child);
+      if (n->tenant_block != nullptr) bytes += Node::tenant_block_bytes(n->cap_tenant);
+      for (std::uint32_t i = 1; i < n->nchild; ++i) {
+        if (!(n->keys()[i - 1] < n->keys()[i])) return fail("child keys are not sorted");
+      }
+      for (std::uint32_t i = 0; i < n->ntenant; ++i) {
+        const TenantId t = n->tenant_ids()[i];
+        const Claim* c = n->claims()[i];
+        ++claims;
+        bytes += sizeof(Claim);
+        if (i > 0 && !(n->tenant_ids()[i - 1] < t)) return fail("tenant ids are not sorted");
+        if (c->node != n) return fail("a claim names another node");
+        if (c->pins != 0) return fail("a claim is pinned at rest");
+        if (p == nullptr) {
+          if (c->up != nullptr) return fail("a root claim has a parent claim");
+          continue;
+        }
+        const Claim* pc = p->find_claim(t);
+        if (pc == nullptr) return fail("a tenant holds a node but not its parent");
+        if (c->up != pc) return fail("a claim's parent claim is not on the parent node");
+        if (c->recency.load() > pc->recency.load()) return fail("a node is more recent than its parent");
+        auto s = std::lower_bound(sizes.begin(), sizes.end(), t,
+                                  [](const TenantSize& a, TenantId v) { return a.tenant < v; });
+        if (s == sizes.end() || s->tenant != t) s = sizes.insert(s, {t, 0});
+        s->size += n->count;
+      }
+      for (std::uint32_t i = 0; i < n->nchild; ++i) stack.push_back({n->kids()[i], n});
+    }
+    // Tenants: registered iff at the root; sizes and lists consistent.
+    std::size_t registered = 0;
+    for (const TenantState* ts = registry_.load(); ts != nullptr; ts = ts->next_state) {
+      bytes += sizeof(TenantState);
+      const bool at_root = root_.find_claim(ts->id) != nullptr;
+      if (at_root != ts->registered.load()) return fail("registered flag disagrees with the root");
+      if (at_root) ++registered;
+      std::size_t expect = 0;
+      auto s = std::lower_bound(sizes.begin(), sizes.end(), ts->id,
+                                [](const TenantSize& a, TenantId v) { return a.tenant < v; });
+      if (s != sizes.end() && s->tenant == ts->id) expect = s->size;
+      if (!at_root && expect != 0) return fail("an unregistered tenant holds nodes");
+      if (ts->size.load() != expect) {
+        return fail("tenant " + std::to_string(ts->id) + ": size " +
+                    std::to_string(ts->size.load()) + " but recount " + std::to_string(expect));
+      }
+      std::size_t listed = 0;
+      const Claim* prev = nullptr;
+      for (const Claim* c = ts->head; c != nullptr; prev = c, c = c->next) {
+        ++listed;
+        if (c->prev != prev) return fail("LRU list links are broken");
+        if (c->up == nullptr) return fail("a root claim is listed");
+        if (prev != nullptr && prev->recency.load() < c->recency.load()) {
+          return fail("LRU list is not ordered by recency");
+        }
+        if (static_cast<const Node*>(c->node)->find_claim(ts->id) != c) {
+          return fail("a listed claim is not on its node");
+        }
+        // Ancestors are ahead: the parent claim must be found before c.
+        if (c->up->up != nullptr) {
+          bool ahead = false;
+          for (const Claim* q = c->prev; q != nullptr && !ahead; q = q->prev) ahead = q == c->up;
+          if (!ahead) return fail("a claim is ahead of its parent claim in the LRU list");
+        }
+      }
+      if (prev != ts->tail) return fail("LRU tail pointer is wrong");
+      if (listed != ts->listed.load()) return fail("listed count is wrong");
+    }
+    if (registered != registered_.load()) return fail("registered count is wrong");
+    std::size_t listed_total = 0;
+    for (const TenantState* ts = registry_.load(); ts != nullptr; ts = ts->next_state) {
+      listed_total += ts->listed.load();
+    }
+    if (listed_total + root_.ntenant != claims) return fail("claims in nodes != claims listed");
+    if (nodes != nodes_.load()) return fail("node count is wrong");
+    if (units != units_.load()) return fail("unit count is wrong");
+    if (symbols != symbols_.load()) return fail("symbol count is wrong");
+    if (claims != claims_.load()) return fail("claim count is wrong");
+    for (std::size_t i = 0; i < 256; ++i) {
+      const TenantMid* mid = top_[i].load();
+      if (mid == nullptr) continue;
+      bytes += sizeof(TenantMid);
+      for (std::size_t j = 0; j < 256; ++j) {
+        if (mid->slot[j].load() != nullptr) bytes += sizeof(TenantLeaf);
+      }
+    }
+    if (bytes != bytes_.load()) {
+      return fail("bytes: counted " + std::to_string(bytes_.load()) + " but structure holds " +
+                  std::to_string(bytes));
+    }
+    return {};
+  }
+
+  void destroy() noexcept {
+    std::vector<Node*> stack;
+    for (std::uint32_t i = 0; i < root_.nchild; ++i) stack.push_back(root_.kids()[i]);
+    for (std::uint32_t i = 0; i < root_.ntenant; ++i) free_claim(root_.claims()[i]);
+    root_.ntenant = 0;
+    dealloc(root_.child_block, Node::child_block_bytes(root_.cap_child));
+    dealloc(root_.tenant_block, Node::tenant_block_bytes(root_.cap_tenant));
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (std::uint32_t i = 0; i < n->nchild; ++i) stack.push_back(n->kids()[i]);
+      for (std::uint32_t i = 0; i < n->ntenant; ++i) free_claim(n->claims()[i]);
+      n->ntenant = 0;
+      free_node(n);
+    }
+    TenantState* ts = registry_.load();
+    while (ts != nullptr) {
+      TenantState* next = ts->next_state;
+      ts->~TenantState();
+      dealloc(ts, sizeof(TenantState));
+      ts = next;
+    }
+    for (auto& m : top_) {
+      TenantMid* mid = m.load();
+      if (mid == nullptr) continue;
+      for (auto& l : mid->slot) {
+        TenantLeaf* leaf = l.load();
+        if (leaf != nullptr) {
+          leaf->~TenantLeaf();
+          dealloc(leaf, sizeof(TenantLeaf));
+        }
+      }
+      mid->~TenantMid();
+      dealloc(mid, sizeof(TenantMid));
+    }
+  }
+
+  const std::size_t budget_;
+  Node root_;
+  std::atomic<TenantMid*> top_[256] = {};
+  std::atomic<TenantState*> registry_{nullptr};
+  std::atomic<std::uint64_t> clock_{0};
+  std::atomic<std::size_t> bytes_{0};
+  std::atomic<std::size_t> nodes_{0};  // non-root
+  std::atomic<std::size_t> units_{0};
+  std::atomic<std::size_t> symbols_{0};
+  std::atomic<std::size_t> claims_{0};
+  std::atomic<std::size_t> registered_{0};
+  std::atomic<std::size_t> restarts_{0};
+};
+
+// Text in UTF-8, counted in code points.
+using ApproxRadixTree = BasicApproxRadixTree<char>;
+// Token ids.
+using TokenRadixTree = BasicApproxRadixTree<std::uint32_t>;
+
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_RADIX_TREE_HPP_
