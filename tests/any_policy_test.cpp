@@ -15,7 +15,7 @@ using kvroute::PolicyKind;
 TEST_CASE("any_policy: every shipped policy builds from flags and routes", "[any_policy]") {
   kvroute::ManualClock clock;
   for (PolicyKind k : kvroute::kAllPolicyKinds) {
-    if (k == PolicyKind::kCacheAware || k == PolicyKind::kLeastPrefill) continue;
+    if (k == PolicyKind::kLeastPrefill) continue;
     const std::string name(kvroute::to_string(k));
     std::vector<std::string_view> args = {"--policy", name};
     auto cfg = kvroute::ParsePolicyFlags(args);
@@ -26,7 +26,9 @@ TEST_CASE("any_policy: every shipped policy builds from flags and routes", "[any
     kvtest::Cluster c(3);
     std::set<int> seen;
     for (int i = 0; i < 60; ++i) {
-      std::string text = "request " + std::to_string(i);
+      // Distinct from the first character, so cache_aware spreads them too.
+      std::string text =
+          std::to_string(kvroute::detail::splitmix64(static_cast<std::uint64_t>(i))) + " request";
       seen.insert(c.pick(*p, {.text = text}));
     }
     CHECK(seen.count(-1) == 0);

@@ -35,6 +35,7 @@
 #include "kvroute/decision.hpp"
 #include "kvroute/detail/ascii.hpp"
 #include "kvroute/policies/bucket.hpp"
+#include "kvroute/policies/cache_aware.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
 #include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
@@ -142,6 +143,14 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
           .clock = &clock,
           .seed = cfg.seed});
     case PolicyKind::kCacheAware:
+      return AnyPolicy::make<CacheAware>(CacheAware::Options{
+          .cache_threshold = cfg.cache_threshold,
+          .balance_abs_threshold = cfg.balance_abs_threshold,
+          .balance_rel_threshold = cfg.balance_rel_threshold,
+          .eviction_interval = cfg.eviction_interval,
+          .max_tree_size = cfg.max_tree_size,
+          .clock = &clock,
+          .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
       break;
   }

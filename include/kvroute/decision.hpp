@@ -144,12 +144,19 @@ struct Decision {
   // while that snapshot lives); null when there is none.
   const Worker* worker = nullptr;
   Branch branch = Branch::kNoWorkers;
+  // Tree-based policies only (0 otherwise): how much of the request the
+  // policy's tree claims the chosen worker already holds (characters of
+  // text), and the ticket that names that claim when the host later reports
+  // what the server really had cached (CacheAware::report_cached). Comparing
+  // `claimed` with the server's cached length measures the tree's accuracy.
+  std::uint64_t claimed = 0;
+  std::uint64_t ticket = 0;
 
   static constexpr Decision pick(const Worker* w, Branch b) noexcept {
-    return Decision{w, b};
+    return Decision{w, b, 0, 0};
   }
   static constexpr Decision none(Branch b) noexcept {
-    return Decision{nullptr, b};
+    return Decision{nullptr, b, 0, 0};
   }
 
   explicit constexpr operator bool() const noexcept { return worker != nullptr; }

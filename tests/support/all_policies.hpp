@@ -9,6 +9,7 @@
 
 #include "kvroute/clock.hpp"
 #include "kvroute/policies/bucket.hpp"
+#include "kvroute/policies/cache_aware.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
 #include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
@@ -39,6 +40,14 @@ struct Factory<kvroute::Bucket> {
   }
 };
 template <>
+struct Factory<kvroute::CacheAware> {
+  static std::unique_ptr<kvroute::CacheAware> make(std::uint64_t seed,
+                                                   const kvroute::Clock& clock) {
+    return std::make_unique<kvroute::CacheAware>(
+        kvroute::CacheAware::Options{.max_tree_size = 4096, .clock = &clock, .seed = seed});
+  }
+};
+template <>
 struct Factory<kvroute::RoundRobin> {
   static std::unique_ptr<kvroute::RoundRobin> make(std::uint64_t, const kvroute::Clock&) {
     return std::make_unique<kvroute::RoundRobin>();
@@ -47,7 +56,15 @@ struct Factory<kvroute::RoundRobin> {
 
 using AllPolicies = std::tuple<kvroute::RoundRobin, kvroute::Random, kvroute::PowerOfTwo,
                                kvroute::ConsistentHashing, kvroute::PrefixHash, kvroute::Manual,
-                               kvroute::Bucket>;
+                               kvroute::Bucket, kvroute::CacheAware>;
+
+// cache_aware inserts every request into its tree, which allocates for text
+// it has not seen under that worker; the others must not allocate at all
+// once warm.
+template <class P>
+inline constexpr bool kAllocationFree = true;
+template <>
+inline constexpr bool kAllocationFree<kvroute::CacheAware> = false;
 
 }  // namespace kvtest
 

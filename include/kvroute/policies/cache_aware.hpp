@@ -1,0 +1,343 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/policies/cache_aware.hpp
+// -----------------------------------------------------------------------------
+//
+// `kvroute::CacheAware`: the cache-aware policy of sgl-model-gateway. One
+// approximate radix tree per model (ApproxRadixTree over the request text,
+// tenants = workers) records which worker was sent which prefix. Per request:
+//
+//   1. Balance test over the healthy workers' in-flight loads: the pool is
+//      imbalanced when max - min > balance_abs_threshold AND
+//      max > min * balance_rel_threshold (both strict, in f32 as the gateway
+//      computes it). Imbalanced -> the least-loaded healthy worker
+//      (`imbalanced`).
+//   2. Otherwise match the text in the model's tree. With match rate
+//      (matched characters / request characters, 0 for empty text) above
+//      cache_threshold (strict) -> the matched worker (`cache_hit`).
+//   3. Otherwise the least-loaded healthy worker (`cache_miss`).
+//   Then the text is inserted under the chosen worker, in every branch, so
+//   the tree follows actual placement.
+//
+// Least-loaded choices break ties uniformly at random (seeded). The matched
+// worker is chosen among the tenants at the deepest matched node that are
+// healthy members of the request's model, by Options::tenant_rule: by
+// default the least loaded, then the most recently used (the gateway returns
+// the node's first creator, which ignores both). A matched worker that is
+// unhealthy right now is skipped for this request and keeps its history
+// (the gateway deletes a worker's whole tree on one failed health check).
+//
+// Eviction: each worker's share of a tree is kept within max_tree_size
+// characters. The tree evicts a worker's least recently used leaves as the
+// insert that crosses the budget returns (reactive eviction), so a tree
+// never exceeds its budget by more than the requests in flight; the sweep
+// every eviction_interval (run lazily by the first selection after the
+// interval, or by maintain()) re-checks every tree. Periodic-only eviction,
+// the gateway's, is Options::reactive_eviction = false.
+//
+// Feedback: servers evict on their own, so the tree's claims go stale. When
+// the host learns how much of a request the server really had cached (SGLang
+// reports cached tokens per request), report_cached() corrects the tree: if
+// the server held less than the decision claimed, it evicted the entry the
+// tree last saw that worker use, and - both sides evicting least recently
+// used first - every claim of that worker at least as old is stale too and
+// is dropped (cost proportional to what is dropped).
+//
+// Thread safety: thread-safe. Trees are created on a model's first request
+// (one short exclusive lock); afterwards selections take a shared lock for
+// the map lookup only, and the tree's own per-node locks for the match.
+//
+// Example:
+//
+//   kvroute::Router<kvroute::CacheAware> router;   // gateway defaults
+//   router.add_worker({.url = "http://10.0.0.1:30000"}).IgnoreError();
+//   kvroute::Selection s = router.select({.text = chat_history});
+//   // ... forward; when the response says 1200 tokens were cached:
+//   router.policy().report_cached({.text = chat_history}, s.decision,
+//                                 /*cached_chars=*/1200 * chars_per_token);
+
+#ifndef KVROUTE_POLICIES_CACHE_AWARE_HPP_
+#define KVROUTE_POLICIES_CACHE_AWARE_HPP_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kvroute/clock.hpp"
+#include "kvroute/config.hpp"
+#include "kvroute/decision.hpp"
+#include "kvroute/detail/ascii.hpp"
+#include "kvroute/detail/mutex.hpp"
+#include "kvroute/detail/pick.hpp"
+#include "kvroute/detail/rng.hpp"
+#include "kvroute/load_tracker.hpp"
+#include "kvroute/policy.hpp"
+#include "kvroute/radix_tree.hpp"
+#include "kvroute/request.hpp"
+#include "kvroute/worker_set.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+
+class CacheAware {
+ public:
+  // How the matched worker is chosen among the tenants of the deepest
+  // matched node.
+  enum class TenantRule : std::uint8_t {
+    kLeastLoaded,  // least in flight, then most recent, then lowest id
+    kMostRecent,   // most recently used, then lowest id
+  };
+
+  struct Options {
+    double cache_threshold = 0.3;
+    std::uint64_t balance_abs_threshold = 64;
+    double balance_rel_threshold = 1.5;
+    // <= 0: no periodic sweep (maintain() still sweeps).
+    std::chrono::nanoseconds eviction_interval = std::chrono::seconds(120);
+    // Characters per worker per tree.
+    std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+    bool reactive_eviction = true;
+    TenantRule tenant_rule = TenantRule::kLeastLoaded;
+    // Must outlive the policy.
+    const Clock* clock = &Clock::steady();
+    std::uint64_t seed = detail::kDefaultSeed;
+  };
+
+  CacheAware() noexcept : CacheAware(Options{}) {}
+  explicit CacheAware(Options o) noexcept
+      : opt_(o),
+        clock_(o.clock != nullptr ? o.clock : &Clock::steady()),
+        rng_(o.seed),
+        next_sweep_ns_(sat_add(clock_->now().count(), o.eviction_interval.count())) {}
+
+  CacheAware(const CacheAware&) = delete;
+  CacheAware& operator=(const CacheAware&) = delete;
+
+  std::string_view name() const noexcept { return "cache_aware"; }
+
+  Decision choose(const RequestView& r, const ClusterView& c) noexcept {
+    const auto healthy = c.healthy();
+    if (healthy.empty()) return c.no_worker();
+    sweep_if_due();
+    ApproxRadixTree* tree = tree_for(r.model);
+
+    if (imbalanced(healthy, c)) {
+      return place(tree, r, least_loaded(healthy, c), Branch::kImbalanced, nullptr);
+    }
+    if (tree == nullptr) {  // out of memory: route without affinity
+      return Decision::pick(least_loaded(healthy, c), Branch::kCacheMiss);
+    }
+    const MatchResult m = tree->match(r.text, Chooser{this, healthy, &c});
+    if (m.has_tenant() &&
+        m.match_rate() > static_cast<float>(opt_.cache_threshold)) {
+      if (const Worker* w = find(healthy, m.tenant)) {
+        return place(tree, r, w, Branch::kCacheHit, &m);
+      }
+    }
+    const Worker* w = least_loaded(healthy, c);
+    return place(tree, r, w, Branch::kCacheMiss,
+                 (m.has_tenant() && m.tenant == w->id.value) ? &m : nullptr);
+  }
+
+  // Corrects the tree with what the server reported for a request this
+  // policy routed: `cached` characters of `request.text` were in its cache.
+  // When that is less than `decision.claimed`, drops the chosen worker's
+  // claims as old as the one the decision named, or older. Returns what was
+  // dropped. Never throws; a decision from another policy is ignored.
+  EvictResult report_cached(const RequestView& request, const Decision& decision,
+                            std::uint64_t cached) noexcept {
+    if (!decision || decision.claimed == 0) return {};
+    return report_cached(request.model, decision.worker->id, decision.claimed,
+                         decision.ticket, cached);
+  }
+  // The same, for a host that kept only the decision's fields.
+  EvictResult report_cached(std::string_view model, WorkerId worker,
+                            std::uint64_t claimed, std::uint64_t ticket,
+                            std::uint64_t cached) noexcept {
+    if (cached >= claimed) return {};
+    ApproxRadixTree* tree = find_tree(model);
+    if (tree == nullptr) return {};
+    return tree->drop_older_than(worker.value, ticket + 1);
+  }
+
+  // A worker left: forget it in every tree.
+  void on_worker_removed(WorkerId id) noexcept {
+    for_each_tree([id](ApproxRadixTree& t) { t.remove_tenant(id.value); });
+    // A selection still running on an older snapshot may insert for it once
+    // more; the next sweep removes it again.
+    detail::MutexLock lock(&mu_);
+    try {
+      removed_.push_back(id.value);
+    } catch (...) {
+    }
+  }
+
+  // Sweeps now: every tree to max_tree_size, and removed workers again.
+  void maintain() noexcept {
+    std::vector<TenantId> removed;
+    {
+      detail::MutexLock lock(&mu_);
+      removed.swap(removed_);
+    }
+    const std::size_t budget = budget_units();
+    for_each_tree([&](ApproxRadixTree& t) {
+      for (TenantId id : removed) t.remove_tenant(id);
+      t.evict(budget);
+    });
+  }
+
+  // The model's tree, or null before its first request: for stats, tests,
+  // and hosts that seed or inspect it (the tree is thread-safe).
+  ApproxRadixTree* tree(std::string_view model) const noexcept {
+    return find_tree(model);
+  }
+  const Options& options() const noexcept { return opt_; }
+
+ private:
+  using Trees = absl::flat_hash_map<std::string, std::unique_ptr<ApproxRadixTree>>;
+
+  // The deepest node's tenants, filtered to healthy members.
+  struct Chooser {
+    const CacheAware* self;
+    std::span<const Worker* const> healthy;
+    const ClusterView* cluster;
+    TenantId operator()(const RadixCandidates& cands) const noexcept {
+      TenantId best = kNoTenant;
+      std::int64_t best_load = 0;
+      std::uint64_t best_recency = 0;
+      for (RadixCandidate x : cands) {
+        const Worker* w = find(healthy, x.tenant);
+        if (w == nullptr) continue;
+        const std::int64_t load =
+            self->opt_.tenant_rule == TenantRule::kLeastLoaded ? cluster->in_flight(*w) : 0;
+        if (best == kNoTenant || load < best_load ||
+            (load == best_load && x.recency > best_recency)) {
+          best = x.tenant;
+          best_load = load;
+          best_recency = x.recency;
+        }
+      }
+      return best;
+    }
+  };
+
+  static std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
+    if (b <= 0) return std::numeric_limits<std::int64_t>::max();
+    return a > std::numeric_limits<std::int64_t>::max() - b
+               ? std::numeric_limits<std::int64_t>::max()
+               : a + b;
+  }
+
+  // The healthy member with id `t` (healthy is in ascending id order).
+  static const Worker* find(std::span<const Worker* const> healthy, TenantId t) noexcept {
+    auto it = std::lower_bound(healthy.begin(), healthy.end(), t,
+                               [](const Worker* w, TenantId v) { return w->id.value < v; });
+    return (it != healthy.end() && (*it)->id.value == t) ? *it : nullptr;
+  }
+
+  bool imbalanced(std::span<const Worker* const> healthy, const ClusterView& c) const noexcept {
+    if (c.load == nullptr) return false;
+    const LoadTracker::Stats st = c.load->stats(healthy);
+    const auto spread = static_cast<std::uint64_t>(st.max - st.min);
+    return spread > opt_.balance_abs_threshold &&
+           static_cast<float>(st.max) >
+               static_cast<float>(st.min) * static_cast<float>(opt_.balance_rel_threshold);
+  }
+
+  const Worker* least_loaded(std::span<const Worker* const> healthy,
+                             const ClusterView& c) noexcept {
+    return detail::pick_min(
+        healthy, [&c](const Worker& w) { return c.in_flight(w); }, rng_);
+  }
+
+  // Inserts the text under `w` and builds the decision; `m` is the match
+  // that named `w`, if any, for the feedback claim.
+  Decision place(ApproxRadixTree* tree, const RequestView& r, const Worker* w, Branch b,
+                 const MatchResult* m) noexcept {
+    Decision d = Decision::pick(w, b);
+    if (m != nullptr) {
+      d.claimed = m->matched;
+      d.ticket = m->previous_recency;
+    }
+    if (tree != nullptr) tree->insert(r.text, w->id.value);
+    return d;
+  }
+
+  std::size_t budget_units() const noexcept {
+    return opt_.max_tree_size > std::numeric_limits<std::size_t>::max()
+               ? std::numeric_limits<std::size_t>::max()
+               : static_cast<std::size_t>(opt_.max_tree_size);
+  }
+
+  ApproxRadixTree* find_tree(std::string_view model) const noexcept {
+    detail::ReaderMutexLock lock(&mu_);
+    auto it = trees_.find(detail::to_absl(model));
+    return it == trees_.end() ? nullptr : it->second.get();
+  }
+
+  // The model's tree, created on first sight; null only when out of memory.
+  ApproxRadixTree* tree_for(std::string_view model) noexcept {
+    if (ApproxRadixTree* t = find_tree(model)) return t;
+    try {
+      auto fresh = std::make_unique<ApproxRadixTree>(ApproxRadixTree::Options{
+          .tenant_budget = opt_.reactive_eviction ? budget_units() : kUnlimitedBudget});
+      detail::MutexLock lock(&mu_);
+      auto [it, inserted] = trees_.try_emplace(std::string(model), nullptr);
+      if (inserted) it->second = std::move(fresh);
+      return it->second.get();
+    } catch (...) {
+      return nullptr;
+    }
+  }
+
+  template <class F>
+  void for_each_tree(F&& f) noexcept {
+    std::vector<ApproxRadixTree*> trees;
+    {
+      detail::ReaderMutexLock lock(&mu_);
+      try {
+        trees.reserve(trees_.size());
+        for (auto& [model, t] : trees_) trees.push_back(t.get());
+      } catch (...) {
+        return;
+      }
+    }
+    // Trees are never destroyed before the policy, so no lock is needed to
+    // use them.
+    for (ApproxRadixTree* t : trees) f(*t);
+  }
+
+  void sweep_if_due() noexcept {
+    if (opt_.eviction_interval.count() <= 0) return;
+    const std::int64_t now = clock_->now().count();
+    std::int64_t due = next_sweep_ns_.load(std::memory_order_relaxed);
+    if (now < due) return;
+    if (!next_sweep_ns_.compare_exchange_strong(
+            due, sat_add(now, opt_.eviction_interval.count()),
+            std::memory_order_relaxed)) {
+      return;  // another thread sweeps
+    }
+    maintain();
+  }
+
+  const Options opt_;
+  const Clock* const clock_;
+  detail::SharedRng rng_;
+  std::atomic<std::int64_t> next_sweep_ns_;
+  mutable detail::Mutex mu_;
+  Trees trees_ ABSL_GUARDED_BY(mu_);
+  std::vector<TenantId> removed_ ABSL_GUARDED_BY(mu_);
+};
+
+static_assert(Policy<CacheAware>);
+
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_POLICIES_CACHE_AWARE_HPP_

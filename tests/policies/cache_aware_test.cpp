@@ -1,0 +1,367 @@
+// cache_aware: the gateway's behaviours (spec 6.2) and the flaws we fixed.
+#include "kvroute/policies/cache_aware.hpp"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/cluster.hpp"
+
+using kvroute::Branch;
+using kvroute::CacheAware;
+using kvtest::Cluster;
+
+namespace {
+CacheAware::Options no_eviction(CacheAware::Options o = {}) {
+  o.eviction_interval = std::chrono::nanoseconds(0);
+  return o;
+}
+}  // namespace
+
+// 6.2.1 balanced_load (the gateway's test uses threshold 0.5).
+TEST_CASE("cache_aware 6.2.1: balanced load keeps a text on its worker", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware ca(no_eviction({.cache_threshold = 0.5}));
+  auto first = c.select(ca, {.text = "hello world"});
+  REQUIRE(first);
+  CHECK(first.branch == Branch::kCacheMiss);  // cold tree
+  auto again = c.select(ca, {.text = "hello world"});
+  CHECK(again.worker->id == first.worker->id);
+  CHECK(again.branch == Branch::kCacheHit);
+  CHECK(again.claimed == 11);
+  auto prefix = c.select(ca, {.text = "hello"});
+  CHECK(prefix.worker->id == first.worker->id);
+  CHECK(prefix.branch == Branch::kCacheHit);
+}
+
+// 6.2.2 imbalanced_load: (0.5, abs 5, rel 2.0), W0 at 20, W1 at 0.
+TEST_CASE("cache_aware 6.2.2: an imbalanced pool goes to the least loaded", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware ca(no_eviction({.cache_threshold = 0.5, .balance_abs_threshold = 5,
+                             .balance_rel_threshold = 2.0}));
+  c.set_load(0, 20);
+  for (int i = 0; i < 5; ++i) {
+    auto d = c.select(ca, {.text = "test"});
+    REQUIRE(c.index_of(d) == 1);
+    CHECK(d.branch == Branch::kImbalanced);
+  }
+  // The imbalanced branch still inserts: the text now belongs to W1.
+  c.set_load(0, 0);
+  CHECK(c.pick(ca, {.text = "test"}) == 1);
+}
+
+TEST_CASE("cache_aware: the balance test needs both thresholds, strictly", "[cache_aware]") {
+  CacheAware::Options o = no_eviction();  // abs 64, rel 1.5
+  SECTION("max - min == 64 is balanced") {
+    Cluster c(2);
+    CacheAware ca(o);
+    c.set_load(0, 64);
+    CHECK(c.select(ca, {.text = "x"}).branch != Branch::kImbalanced);
+  }
+  SECTION("max - min == 65 with min 0 is imbalanced") {
+    Cluster c(2);
+    CacheAware ca(o);
+    c.set_load(0, 65);
+    auto d = c.select(ca, {.text = "x"});
+    CHECK(d.branch == Branch::kImbalanced);
+    CHECK(c.index_of(d) == 1);
+  }
+  SECTION("a large spread under the relative threshold is balanced") {
+    Cluster c(2);
+    CacheAware ca(o);
+    c.set_load(0, 300);
+    c.set_load(1, 200);  // 300 <= 1.5 * 200
+    CHECK(c.select(ca, {.text = "x"}).branch != Branch::kImbalanced);
+  }
+  SECTION("unhealthy workers do not count (the gateway counts them)") {
+    Cluster c(3);
+    CacheAware ca(o);
+    c.set_load(2, 500);
+    c.set_healthy(2, false);
+    CHECK(c.select(ca, {.text = "x"}).branch != Branch::kImbalanced);
+  }
+}
+
+// 6.2.3 worker_removal.
+TEST_CASE("cache_aware 6.2.3: a removed worker's text moves on", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware ca(no_eviction());
+  const int w1 = c.pick(ca, {.text = "test1"});
+  c.pick(ca, {.text = "test2"});
+  REQUIRE(w1 >= 0);
+  c.remove(static_cast<std::size_t>(w1));
+  ca.on_worker_removed(c.ids[static_cast<std::size_t>(w1)]);
+  const auto* tree = ca.tree("");
+  REQUIRE(tree != nullptr);
+  CHECK_FALSE(tree->has_tenant(c.ids[static_cast<std::size_t>(w1)].value));
+  CHECK(c.pick(ca, {.text = "test1"}) == 1 - w1);
+}
+
+// 6.2.4 without_mesh: one worker.
+TEST_CASE("cache_aware 6.2.4: a single worker is always chosen", "[cache_aware]") {
+  Cluster c(1);
+  CacheAware ca(no_eviction());
+  for (std::string_view t : {"a", "b", "", "a longer text"}) CHECK(c.pick(ca, {.text = t}) == 0);
+}
+
+// 6.2.6-8: models. The gateway keys trees by the first healthy worker's
+// model; kvroute keys them by the request's model.
+TEST_CASE("cache_aware 6.2.6-8: one tree per request model", "[cache_aware]") {
+  Cluster c(0);
+  c.add("");         // serves any model
+  c.add("llama-3");  // serves llama-3 only
+  CacheAware ca(no_eviction());
+  CHECK(c.pick(ca, {.text = "hi", .model = ""}) >= 0);
+  CHECK(c.pick(ca, {.text = "hi", .model = "llama-3"}) >= 0);
+  CHECK(c.pick(ca, {.text = "hi", .model = "unknown"}) == 0);
+  REQUIRE(ca.tree("") != nullptr);
+  REQUIRE(ca.tree("llama-3") != nullptr);
+  REQUIRE(ca.tree("unknown") != nullptr);
+  CHECK(ca.tree("llama-3") != ca.tree(""));
+  // Removal reaches every tree.
+  c.remove(0);
+  ca.on_worker_removed(c.ids[0]);
+  for (std::string_view m : {"", "llama-3", "unknown"}) {
+    CHECK_FALSE(ca.tree(m)->has_tenant(c.ids[0].value));
+  }
+  CHECK(c.pick(ca, {.text = "hi", .model = "llama-3"}) == 1);
+}
+
+TEST_CASE("cache_aware: the match rate must exceed the threshold", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware ca(no_eviction({.cache_threshold = 0.5}));
+  const int owner = c.pick(ca, {.text = "abcde"});
+  // "abcde" + 5 other characters: rate 5 / 10 = 0.5, not above 0.5.
+  auto at = c.select(ca, {.text = "abcdeXXXXX"});
+  CHECK(at.branch == Branch::kCacheMiss);
+  // 5 / 9 > 0.5.
+  auto above = c.select(ca, {.text = "abcdeYYYY"});
+  CHECK(above.branch == Branch::kCacheHit);
+  CHECK(c.index_of(above) == owner);
+  // Empty text has rate 0.
+  CHECK(c.select(ca, {.text = ""}).branch == Branch::kCacheMiss);
+}
+
+TEST_CASE("cache_aware: the match rate counts characters, not bytes", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware ca(no_eviction({.cache_threshold = 0.5}));
+  const int owner = c.pick(ca, {.text = "你好世界"});
+  // 2 of 3 characters match (rate 0.67); in bytes it would be 6 of 9 too,
+  // but with 4 ASCII characters after it, 2/6 = 0.33 < 0.5 < 6/13 bytes...
+  auto d = c.select(ca, {.text = "你好呀"});
+  CHECK(d.branch == Branch::kCacheHit);
+  CHECK(c.index_of(d) == owner);
+  CHECK(d.claimed == 2);
+  CHECK(c.select(ca, {.text = "你好abcd"}).branch == Branch::kCacheMiss);  // 2/6
+}
+
+TEST_CASE("cache_aware: cold and low-match requests spread, never collapse on worker 0",
+          "[cache_aware]") {
+  // With all loads 0, tie-to-first sends every new prefix to W0 and the tree
+  // then keeps it there (the gateway's min-load collapse).
+  Cluster c(4);
+  CacheAware ca(no_eviction());
+  std::vector<int> n(4);
+  for (int i = 0; i < 400; ++i) {
+    const std::string text =
+        std::to_string(kvroute::detail::splitmix64(static_cast<std::uint64_t>(i))) +
+        " is a prompt no other request shares";
+    auto d = c.select(ca, {.text = text});
+    REQUIRE(d.branch == Branch::kCacheMiss);
+    ++n[static_cast<std::size_t>(c.index_of(d))];
+  }
+  for (int x : n) CHECK((x > 60 && x < 140));
+}
+
+TEST_CASE("cache_aware: a shared system prompt does not take all traffic", "[cache_aware]") {
+  // ai-dynamo/dynamo#737: all traffic to one of 8 instances. Requests held
+  // in flight raise that worker's load until the pool is imbalanced.
+  Cluster c(8);
+  CacheAware ca(no_eviction());
+  const std::string system(4000, 's');
+  std::vector<kvroute::LoadGuard> guards;
+  std::vector<int> n(8);
+  for (int i = 0; i < 1200; ++i) {
+    const std::string text = system + " question " + std::to_string(i);
+    auto d = c.select(ca, {.text = text});
+    REQUIRE(d);
+    guards.push_back(c.load.dispatch(d.worker->id));
+    ++n[static_cast<std::size_t>(c.index_of(d))];
+  }
+  // abs 64: no worker gets more than ~64 above the least loaded.
+  const int mx = *std::max_element(n.begin(), n.end());
+  const int mn = *std::min_element(n.begin(), n.end());
+  CHECK(mx - mn <= 66);
+}
+
+TEST_CASE("cache_aware: an unhealthy matched worker is skipped and keeps its history",
+          "[cache_aware]") {
+  Cluster c(2);
+  CacheAware ca(no_eviction());
+  const std::string text = "a long conversation that belongs to one worker";
+  const int owner = c.pick(ca, {.text = text});
+  REQUIRE(owner >= 0);
+  const auto owner_id = c.ids[static_cast<std::size_t>(owner)];
+  const std::size_t size_before = ca.tree("")->tenant_size(owner_id.value);
+  c.set_healthy(static_cast<std::size_t>(owner), false);
+  auto during = c.select(ca, {.text = text});
+  CHECK(c.index_of(during) == 1 - owner);
+  CHECK(ca.tree("")->tenant_size(owner_id.value) == size_before);  // not erased
+  c.set_healthy(static_cast<std::size_t>(owner), true);
+  // Both hold the text now; the rule picks among them (least loaded, then
+  // most recent): the other worker was used last.
+  c.set_load(static_cast<std::size_t>(1 - owner), 1);
+  CHECK(c.pick(ca, {.text = text}) == owner);
+}
+
+TEST_CASE("cache_aware: the tenant rule picks among the deepest node's tenants",
+          "[cache_aware]") {
+  const std::string text = "shared prefix held by several workers";
+  SECTION("least loaded, then most recent") {
+    Cluster c(3);
+    CacheAware ca(no_eviction());
+    // Put the text on all three workers (imbalanced routes to the idle one).
+    for (std::size_t i = 0; i < 3; ++i) {
+      auto* tree = ca.tree("");
+      if (tree == nullptr) {
+        c.pick(ca, {.text = "warm"});
+        tree = ca.tree("");
+      }
+      REQUIRE(tree->insert(text, c.ids[i].value).ok());
+    }
+    c.set_load(0, 3);
+    c.set_load(1, 1);
+    c.set_load(2, 2);
+    CHECK(c.pick(ca, {.text = text}) == 1);
+    c.set_load(1, 3);
+    c.set_load(2, 3);
+    // Equal loads: the most recently used; worker 1 was just chosen.
+    CHECK(c.pick(ca, {.text = text}) == 1);
+  }
+  SECTION("most recent") {
+    Cluster c(3);
+    CacheAware ca(no_eviction({.tenant_rule = CacheAware::TenantRule::kMostRecent}));
+    c.pick(ca, {.text = "warm"});
+    auto* tree = ca.tree("");
+    for (std::size_t i : {2u, 0u, 1u}) REQUIRE(tree->insert(text, c.ids[i].value).ok());
+    c.set_load(1, 5);  // load is ignored by this rule (but stays balanced)
+    CHECK(c.pick(ca, {.text = text}) == 1);
+  }
+}
+
+TEST_CASE("cache_aware: eviction keeps each worker within max_tree_size", "[cache_aware]") {
+  SECTION("reactive: never over budget") {
+    Cluster c(2);
+    CacheAware ca(no_eviction({.max_tree_size = 100}));
+    for (int i = 0; i < 200; ++i) {
+      const std::string text = "request number " + std::to_string(i) + std::string(30, 'z');
+      c.pick(ca, {.text = text});
+      for (std::size_t w = 0; w < 2; ++w) {
+        REQUIRE(ca.tree("")->tenant_size(c.ids[w].value) <= 100);
+      }
+    }
+  }
+  SECTION("periodic: swept by the first selection after the interval") {
+    kvroute::ManualClock clock;
+    Cluster c(2);
+    CacheAware ca({.eviction_interval = std::chrono::seconds(120), .max_tree_size = 100,
+                   .reactive_eviction = false, .clock = &clock});
+    for (int i = 0; i < 50; ++i) {
+      c.pick(ca, {.text = "req " + std::to_string(i) + std::string(30, 'q')});
+    }
+    std::size_t total = 0;
+    for (std::size_t w = 0; w < 2; ++w) total += ca.tree("")->tenant_size(c.ids[w].value);
+    CHECK(total > 200);  // over budget until the sweep
+    clock.advance(std::chrono::seconds(121));
+    c.pick(ca, {.text = "x"});
+    for (std::size_t w = 0; w < 2; ++w) {
+      CHECK(ca.tree("")->tenant_size(c.ids[w].value) <= 100);
+    }
+  }
+}
+
+TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cache_aware]") {
+  // One worker, so every request goes to it; the tree is the only question.
+  Cluster c(2);
+  c.set_healthy(1, false);
+  CacheAware ca(no_eviction());
+  const std::string old_a = "conversation A: " + std::string(200, 'a');
+  const std::string old_b = "conversation B: " + std::string(200, 'b');
+  const std::string recent = "conversation C: " + std::string(200, 'c');
+  c.pick(ca, {.text = old_a});
+  c.pick(ca, {.text = old_b});
+  c.pick(ca, {.text = recent});
+  const auto w = c.ids[0];
+  // Turn 2 of conversation B: the tree claims all of turn 1.
+  const std::string b2 = old_b + " and a follow-up";
+  auto d = c.select(ca, {.text = b2});
+  REQUIRE(d.branch == Branch::kCacheHit);
+  CHECK(d.claimed == old_b.size());
+  // The server evicted it (reports 16 cached characters: the shared
+  // "conversation B: " block was still there).
+  auto dropped = ca.report_cached({.text = b2}, d, 16);
+  CHECK(dropped.claims > 0);
+  // A (older than B) is stale too and no longer attracts traffic...
+  c.set_healthy(1, true);
+  auto* tree = ca.tree("");
+  CHECK(tree->match_for_tenant(old_a, w.value).matched < old_a.size());
+  // ...while C (more recent) and B's new turn (just sent) stay.
+  CHECK(tree->match_for_tenant(recent, w.value).matched == recent.size());
+  CHECK(tree->match_for_tenant(b2, w.value).matched == b2.size());
+}
+
+TEST_CASE("cache_aware: feedback that confirms the claim changes nothing", "[cache_aware]") {
+  Cluster c(1);
+  CacheAware ca(no_eviction());
+  const std::string t = "some prompt text";
+  c.pick(ca, {.text = t});
+  auto d = c.select(ca, {.text = t + " more"});
+  REQUIRE(d.claimed == t.size());
+  CHECK(ca.report_cached({.text = t}, d, d.claimed).claims == 0);
+  CHECK(ca.report_cached({.text = t}, d, d.claimed + 50).claims == 0);
+  CHECK(ca.report_cached({.text = t}, kvroute::Decision{}, 0).claims == 0);
+  CHECK(ca.tree("")->match_for_tenant(t, c.ids[0].value).matched == t.size());
+}
+
+TEST_CASE("cache_aware: concurrent selection, removal and maintenance", "[cache_aware][concurrency]") {
+  kvroute::ManualClock clock;
+  kvroute::WorkerSet ws;
+  kvroute::LoadTracker load;
+  std::vector<kvroute::WorkerId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(*ws.add({.url = "http://w" + std::to_string(i)}));
+  CacheAware ca({.eviction_interval = std::chrono::seconds(1), .max_tree_size = 2000,
+                 .clock = &clock});
+  std::atomic<int> bad{0};
+  std::vector<std::thread> th;
+  for (int t = 0; t < 3; ++t) {
+    th.emplace_back([&, t] {
+      for (int i = 0; i < 600; ++i) {
+        const std::string text = "system prompt " + std::to_string(i % 13) + " user " +
+                                 std::to_string((i * 31 + t) % 97);
+        auto snap = ws.snapshot();
+        auto d = kvroute::select_worker(ca, {.text = text}, *snap, load);
+        if (d && (snap->find(d.worker->id) == nullptr || !d.worker->healthy)) bad++;
+        if (d) auto g = load.dispatch(d.worker->id);
+        if (i % 50 == 0) clock.advance(std::chrono::milliseconds(500));
+      }
+    });
+  }
+  th.emplace_back([&] {
+    for (int k = 0; k < 30; ++k) {
+      ws.set_healthy(ids[static_cast<std::size_t>(k % 4)], k % 2 == 0).IgnoreError();
+      if (k == 10) {
+        REQUIRE(ws.remove(ids[3]).ok());
+        ca.on_worker_removed(ids[3]);
+      }
+      ca.maintain();
+      std::this_thread::yield();
+    }
+  });
+  for (auto& x : th) x.join();
+  CHECK(bad.load() == 0);
+  ca.maintain();
+  CHECK_FALSE(ca.tree("")->has_tenant(ids[3].value));
+  for (std::size_t i = 0; i < 3; ++i) CHECK(ca.tree("")->tenant_size(ids[i].value) <= 2000);
+}
