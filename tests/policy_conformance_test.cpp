@@ -40,7 +40,7 @@ void check_decision(const kvroute::Decision& d, const kvroute::WorkerSnapshot& s
   const kvroute::Worker* w = snap.find(d.worker->id);
   REQUIRE(w != nullptr);
   REQUIRE(w == d.worker);
-  REQUIRE(w->healthy);
+  REQUIRE(w->available());
   REQUIRE((w->model.empty() || model.empty() || w->model == model));
   REQUIRE(d.branch != Branch::kNoWorkers);
   REQUIRE(d.branch != Branch::kNoHealthyWorkers);
@@ -143,7 +143,7 @@ TEMPLATE_LIST_TEST_CASE("contract: concurrent selection during churn", "[contrac
         auto d = kvroute::select_worker(*p, mix.view(i + static_cast<std::size_t>(t)), *snap, load);
         if (d) {
           const kvroute::Worker* w = snap->find(d.worker->id);
-          if (w == nullptr || !w->healthy) bad.fetch_add(1);
+          if (w == nullptr || !w->available()) bad.fetch_add(1);
           auto g = load.dispatch(d.worker->id);
         } else if (d.reason() != NoWorker::kPolicyMiss &&
                    d.reason() != NoWorker::kNoHealthyWorkers &&
@@ -203,4 +203,30 @@ TEMPLATE_LIST_TEST_CASE("contract: the steady-state path does not allocate", "[c
   kvtest::counting = false;
   if constexpr (kvtest::kAllocationFree<TestType>) CHECK(kvtest::allocations == 0);
   CHECK(chosen == mix.size());
+}
+
+TEMPLATE_LIST_TEST_CASE("contract: excluded and circuit-open workers are never chosen",
+                        "[contract]", kvtest::AllPolicies) {
+  kvroute::ManualClock clock;
+  auto p = Factory<TestType>::make(11, clock);
+  Cluster c(5);
+  REQUIRE(c.workers.set_circuit_open(c.ids[3], true).ok());
+  RequestMix mix(300);
+  const kvroute::WorkerId avoid[] = {c.ids[0], c.ids[4]};
+  std::set<int> chosen;
+  for (std::size_t i = 0; i < mix.size(); ++i) {
+    auto snap = c.workers.snapshot();
+    auto d = kvroute::select_worker(*p, mix.view(i), *snap, c.load, avoid);
+    check_decision(d, *snap, "");
+    if (d) chosen.insert(c.index_of(d));
+  }
+  CHECK(chosen.count(0) == 0);
+  CHECK(chosen.count(3) == 0);
+  CHECK(chosen.count(4) == 0);
+  CHECK_FALSE(chosen.empty());
+  // Excluding every available worker leaves none.
+  const kvroute::WorkerId all[] = {c.ids[0], c.ids[1], c.ids[2], c.ids[4]};
+  auto snap = c.workers.snapshot();
+  CHECK(kvroute::select_worker(*p, mix.view(0), *snap, c.load, all).reason() ==
+        kvroute::NoWorker::kNoHealthyWorkers);
 }

@@ -149,3 +149,22 @@ TEST_CASE("worker_set: 100000 workers in one batch", "[worker_set]") {
   CHECK(snap->find(WorkerId{99999})->url == specs.back().url);
   CHECK(snap->find_url(specs[1234].url)->id == WorkerId{1234});
 }
+
+TEST_CASE("worker_set: an open circuit holds a healthy worker out of selection", "[worker_set]") {
+  WorkerSet ws;
+  auto a = *ws.add({.url = "http://a"});
+  auto b = *ws.add({.url = "http://b"});
+  REQUIRE(ws.set_circuit_open(a, true).ok());
+  auto snap = ws.snapshot();
+  CHECK(snap->find(a)->healthy);
+  CHECK_FALSE(snap->find(a)->available());
+  REQUIRE(snap->group("").healthy().size() == 1);
+  CHECK(snap->group("").healthy()[0]->id == b);
+  // Health and circuit are independent: a health flip does not close it.
+  REQUIRE(ws.set_healthy(a, false).ok());
+  REQUIRE(ws.set_healthy(a, true).ok());
+  CHECK_FALSE(ws.snapshot()->find(a)->available());
+  REQUIRE(ws.set_circuit_open(a, false).ok());
+  CHECK(ws.snapshot()->find(a)->available());
+  CHECK(ws.set_circuit_open(WorkerId{9}, true).code() == absl::StatusCode::kNotFound);
+}

@@ -13,8 +13,9 @@
 //   2. `p.choose(r, c)` is `noexcept` and returns `Decision`.
 //
 // Semantic requirements (not checked by the compiler):
-//   * `choose` returns a worker from `c.healthy()`, or no worker with a
-//     branch saying why. It never names a removed or unhealthy worker.
+//   * `choose` returns a worker from `c.healthy()` (a policy that walks
+//     `c.members()` tests `c.eligible(w)`), or no worker with a branch saying
+//     why. It never names a removed, unhealthy or excluded worker.
 //   * `choose` never blocks on I/O, never sleeps, never logs and never
 //     throws; it may take short internal locks. It does not allocate on the
 //     steady-state path (first sight of a model or key may allocate).
@@ -71,10 +72,26 @@ struct ClusterView {
   const WorkerSnapshot* snapshot = nullptr;
   const ModelGroup* group = nullptr;
   const LoadTracker* load = nullptr;
+  // Workers this selection must not choose (a retry avoiding the worker that
+  // just failed); `eligible` is then the group's available members without
+  // them. Set by select_worker's excluding overload.
+  std::span<const WorkerId> excluded{};
+  std::span<const Worker* const> eligible_members{};
 
-  // Healthy members of the request's model, ascending id order.
+  // The workers the policy may choose: the request model's available
+  // (healthy, circuit not open) members minus exclusions, ascending id order.
   std::span<const Worker* const> healthy() const noexcept {
+    if (!excluded.empty()) return eligible_members;
     return group ? group->healthy() : std::span<const Worker* const>{};
+  }
+  // Whether member `w` may be chosen (for policies that walk members(), such
+  // as a hash ring).
+  bool eligible(const Worker& w) const noexcept {
+    if (!w.available()) return false;
+    for (WorkerId x : excluded) {
+      if (x == w.id) return false;
+    }
+    return true;
   }
   // All members, healthy or not, ascending id order.
   std::span<const Worker* const> members() const noexcept {
@@ -88,7 +105,8 @@ struct ClusterView {
   std::int64_t in_flight(const Worker& w) const noexcept {
     return load ? load->in_flight(w.id) : 0;
   }
-  // The "no worker" decision for an empty group or an all-unhealthy one.
+  // The "no worker" decision for an empty group or one with no eligible
+  // worker.
   Decision no_worker() const noexcept {
     return Decision::none(members().empty() ? Branch::kNoWorkers
                                             : Branch::kNoHealthyWorkers);

@@ -89,10 +89,12 @@ class Router {
     return workers_.set_healthy(id, healthy);
   }
 
-  // One routing decision over the current snapshot. Never throws.
-  Selection select(const RequestView& request) noexcept {
+  // One routing decision over the current snapshot, never choosing a
+  // worker in `excluded` (for a retry). Never throws.
+  Selection select(const RequestView& request,
+                   std::span<const WorkerId> excluded = {}) noexcept {
     Selection s{workers_.snapshot(), {}};
-    s.decision = select_worker(policy_, request, *s.snapshot, load_);
+    s.decision = select_worker(policy_, request, *s.snapshot, load_, excluded);
     return s;
   }
 

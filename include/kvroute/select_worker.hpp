@@ -32,6 +32,9 @@
 #ifndef KVROUTE_SELECT_WORKER_HPP_
 #define KVROUTE_SELECT_WORKER_HPP_
 
+#include <span>
+#include <vector>
+
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
 #include "kvroute/load_tracker.hpp"
@@ -53,8 +56,37 @@ template <Policy P>
   const ClusterView cluster{&snapshot, &group, &load};
   if (group.healthy().empty()) return cluster.no_worker();
   Decision d = policy.choose(request, cluster);
-  KVROUTE_ASSERT(d.worker == nullptr || d.worker->healthy,
-                 "policy chose an unhealthy worker");
+  KVROUTE_ASSERT(d.worker == nullptr || d.worker->available(),
+                 "policy chose an unavailable worker");
+  return d;
+}
+
+// The same, never choosing a worker in `excluded`: a retry's fresh selection
+// that avoids the worker that just failed. With no eligible worker left the
+// decision names none (kNoHealthyWorkers). Allocates only to grow one
+// thread-local buffer to the largest group seen.
+template <Policy P>
+[[nodiscard]] Decision select_worker(P& policy, const RequestView& request,
+                                     const WorkerSnapshot& snapshot,
+                                     const LoadTracker& load,
+                                     std::span<const WorkerId> excluded) noexcept {
+  if (excluded.empty()) return select_worker(policy, request, snapshot, load);
+  const ModelGroup& group = snapshot.group(request.model);
+  ClusterView cluster{&snapshot, &group, &load, excluded, {}};
+  thread_local std::vector<const Worker*> eligible;
+  eligible.clear();
+  try {
+    for (const Worker* w : group.healthy()) {
+      if (cluster.eligible(*w)) eligible.push_back(w);
+    }
+  } catch (...) {
+    return Decision::none(Branch::kNoHealthyWorkers);
+  }
+  cluster.eligible_members = eligible;
+  if (eligible.empty()) return cluster.no_worker();
+  Decision d = policy.choose(request, cluster);
+  KVROUTE_ASSERT(d.worker == nullptr || cluster.eligible(*d.worker),
+                 "policy chose an excluded or unavailable worker");
   return d;
 }
 

@@ -85,7 +85,11 @@ struct Worker {
   WorkerId id{};
   std::string url{};
   std::string model{};  // empty: serves every model
-  bool healthy = true;
+  bool healthy = true;         // the host's health checks
+  bool circuit_open = false;   // a circuit breaker keeps it out (circuit_breaker.hpp)
+
+  // Eligible for selection: healthy and not held out by its breaker.
+  constexpr bool available() const noexcept { return healthy && !circuit_open; }
 };
 
 // What a host supplies to register a worker.
@@ -104,7 +108,8 @@ class ModelGroup {
   // Every member, healthy or not, in ascending id order.
   std::span<const Worker* const> members() const noexcept { return members_; }
 
-  // The healthy members, in ascending id order.
+  // The available members (healthy, circuit not open), in ascending id
+  // order: the workers a selection may choose.
   std::span<const Worker* const> healthy() const noexcept { return healthy_; }
 
   // Changes when the set of members changes, and only then (not on health
@@ -235,7 +240,7 @@ class WorkerSnapshot {
 
   void finish(ModelGroup& g, const ModelGroup* prev) {
     for (const Worker* w : g.members_) {
-      if (w->healthy) g.healthy_.push_back(w);
+      if (w->available()) g.healthy_.push_back(w);
     }
     bool same = prev != nullptr && prev->members_.size() == g.members_.size();
     for (std::size_t i = 0; same && i < g.members_.size(); ++i) {
@@ -303,7 +308,7 @@ class WorkerSet {
     ids.reserve(specs.size());
     for (const WorkerSpec& s : specs) {
       WorkerId id{next_id_++};
-      next.push_back(Worker{id, s.url, s.model, s.healthy});
+      next.push_back(Worker{id, s.url, s.model, s.healthy, false});
       ids.push_back(id);
     }
     publish(std::move(next), cur.get());
@@ -330,17 +335,15 @@ class WorkerSet {
   // Returns NotFound for an id that is not registered.
   absl::Status set_healthy(WorkerId id, bool healthy)
       ABSL_LOCKS_EXCLUDED(write_mu_) {
-    detail::MutexLock write(&write_mu_);
-    std::shared_ptr<const WorkerSnapshot> cur = current();
-    const Worker* w = cur->find(id);
-    if (w == nullptr) return not_found(id);
-    if (w->healthy == healthy) return absl::OkStatus();
-    std::vector<Worker> next(cur->workers().begin(), cur->workers().end());
-    for (Worker& x : next) {
-      if (x.id == id) x.healthy = healthy;
-    }
-    publish(std::move(next), cur.get());
-    return absl::OkStatus();
+    return update(id, [healthy](Worker& w) { w.healthy = healthy; });
+  }
+
+  // Holds a worker out of selection (or lets it back in) on behalf of its
+  // circuit breaker, independently of its health; a no-op when unchanged.
+  // Returns NotFound for an id that is not registered.
+  absl::Status set_circuit_open(WorkerId id, bool open)
+      ABSL_LOCKS_EXCLUDED(write_mu_) {
+    return update(id, [open](Worker& w) { w.circuit_open = open; });
   }
 
   // Returns the current snapshot. Never allocates; takes a reader lock for
@@ -355,6 +358,26 @@ class WorkerSet {
       ABSL_LOCKS_EXCLUDED(read_mu_) {
     detail::ReaderMutexLock read(&read_mu_);
     return current_;
+  }
+
+  // Applies `change` to worker `id` and publishes, unless nothing changed.
+  template <class Change>
+  absl::Status update(WorkerId id, Change&& change) ABSL_LOCKS_EXCLUDED(write_mu_) {
+    detail::MutexLock write(&write_mu_);
+    std::shared_ptr<const WorkerSnapshot> cur = current();
+    const Worker* w = cur->find(id);
+    if (w == nullptr) return not_found(id);
+    Worker changed = *w;
+    change(changed);
+    if (changed.healthy == w->healthy && changed.circuit_open == w->circuit_open) {
+      return absl::OkStatus();
+    }
+    std::vector<Worker> next(cur->workers().begin(), cur->workers().end());
+    for (Worker& x : next) {
+      if (x.id == id) x = changed;
+    }
+    publish(std::move(next), cur.get());
+    return absl::OkStatus();
   }
 
   static absl::Status not_found(WorkerId id) {

@@ -106,7 +106,7 @@ class ConsistentHashing {
 
     if (std::optional<std::string_view> target = r.header(kTargetWorkerHeader)) {
       const Worker* w = resolve_target(*target, c);
-      if (w != nullptr && w->healthy) {
+      if (w != nullptr && c.eligible(*w)) {
         return Decision::pick(w, Branch::kTargetWorkerHit);
       }
       return Decision::none(Branch::kTargetWorkerMiss);
@@ -182,7 +182,7 @@ class ConsistentHashing {
     const std::int64_t got =
         ring.walk(detail::HashRing::position(key), [&](std::uint32_t m) {
           const Worker* w = members[m];
-          if (!w->healthy) return false;
+          if (!c.eligible(*w)) return false;
           if (owner < 0) owner = m;
           return !bounded || !(static_cast<double>(c.in_flight(*w)) > bound);
         });

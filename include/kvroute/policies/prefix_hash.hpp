@@ -140,7 +140,7 @@ class PrefixHash {
     std::int64_t pick = -1;
     const std::int64_t got = c.group->ring().walk(*pos, [&](std::uint32_t m) {
       const Worker* w = members[m];
-      if (!w->healthy) return false;
+      if (!c.eligible(*w)) return false;
       if (pick < 0) pick = m;
       return load_ok(c.in_flight(*w), total, n, load_factor_);
     });
