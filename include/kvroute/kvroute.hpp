@@ -19,6 +19,7 @@
 #define KVROUTE_KVROUTE_HPP_
 
 #include "kvroute/any_policy.hpp"
+#include "kvroute/circuit_breaker.hpp"
 #include "kvroute/clock.hpp"
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
@@ -35,6 +36,7 @@
 #include "kvroute/policy_config.hpp"
 #include "kvroute/radix_tree.hpp"
 #include "kvroute/request.hpp"
+#include "kvroute/retry.hpp"
 #include "kvroute/router.hpp"
 #include "kvroute/select_worker.hpp"
 #include "kvroute/version.hpp"
