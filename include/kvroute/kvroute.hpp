@@ -25,6 +25,7 @@
 #include "kvroute/decision.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/metrics.hpp"
+#include "kvroute/pd_router.hpp"
 #include "kvroute/policies/bucket.hpp"
 #include "kvroute/policies/cache_aware.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
