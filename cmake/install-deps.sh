@@ -3,7 +3,9 @@
 # examples need, skipping those already present. Safe to run repeatedly.
 set -eu
 
-packages="g++ cmake ninja-build libabsl-dev libfmt-dev catch2 libbenchmark-dev"
+# prometheus brings promtool, which checks the rendered metrics; libcpp-httplib-dev
+# and nlohmann-json3-dev serve the HTTP router example.
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus"
 
 missing=""
 for p in $packages; do

@@ -312,6 +312,27 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
   CHECK(tree->match_for_tenant(b2, w.value).matched == b2.size());
 }
 
+TEST_CASE("cache_aware: feedback within the rounding slack changes nothing", "[cache_aware]") {
+  Cluster c(1);
+  CacheAware ca(no_eviction());
+  const std::string other = "another conversation: " + std::string(300, 'o');
+  const std::string t = "the conversation: " + std::string(1000, 't');
+  c.pick(ca, {.text = other});
+  c.pick(ca, {.text = t});
+  auto d = c.select(ca, {.text = t + " next"});
+  REQUIRE(d.claimed == t.size());
+  // (tenant_size is read without touching recency; a match would refresh
+  // the claims it reads.)
+  const std::size_t size = ca.tree("")->tenant_size(c.ids[0].value);
+  // 5% of 1018 is 50 < 64: a report up to 64 characters short is rounding.
+  CHECK(ca.report_cached({.text = t}, d, d.claimed - 64).claims == 0);
+  CHECK(ca.tree("")->tenant_size(c.ids[0].value) == size);
+  // 65 short is an eviction: the older conversation goes.
+  CHECK(ca.report_cached({.text = t}, d, d.claimed - 65).claims > 0);
+  CHECK(ca.tree("")->tenant_size(c.ids[0].value) < size);
+  CHECK(ca.tree("")->match_for_tenant(other, c.ids[0].value).matched < other.size());
+}
+
 TEST_CASE("cache_aware: feedback that confirms the claim changes nothing", "[cache_aware]") {
   Cluster c(1);
   CacheAware ca(no_eviction());

@@ -105,6 +105,12 @@ class CacheAware {
     std::uint64_t max_tree_size = std::uint64_t{1} << 26;
     bool reactive_eviction = true;
     TenantRule tenant_rule = TenantRule::kLeastLoaded;
+    // report_cached treats a claim as stale only when the server held less
+    // than claimed by more than max(feedback_slack_chars, feedback_slack_ratio
+    // x claimed): servers count tokens and cache in pages, the tree counts
+    // characters, so an exact comparison would call rounding an eviction.
+    std::uint64_t feedback_slack_chars = 64;
+    double feedback_slack_ratio = 0.05;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -147,10 +153,12 @@ class CacheAware {
   }
 
   // Corrects the tree with what the server reported for a request this
-  // policy routed: `cached` characters of `request.text` were in its cache.
-  // When that is less than `decision.claimed`, drops the chosen worker's
-  // claims as old as the one the decision named, or older. Returns what was
-  // dropped. Never throws; a decision from another policy is ignored.
+  // policy routed: `cached` characters of `request.text` were in its cache
+  // (convert the server's cached tokens with the request's characters per
+  // token). When that is less than `decision.claimed` by more than the
+  // slack (Options::feedback_slack_*), drops the chosen worker's claims as
+  // old as the one the decision named, or older. Returns what was dropped.
+  // Never throws; a decision from another policy is ignored.
   EvictResult report_cached(const RequestView& request, const Decision& decision,
                             std::uint64_t cached) noexcept {
     if (!decision || decision.claimed == 0) return {};
@@ -161,7 +169,10 @@ class CacheAware {
   EvictResult report_cached(std::string_view model, WorkerId worker,
                             std::uint64_t claimed, std::uint64_t ticket,
                             std::uint64_t cached) noexcept {
-    if (cached >= claimed) return {};
+    const auto ratio_slack = static_cast<std::uint64_t>(
+        opt_.feedback_slack_ratio * static_cast<double>(claimed));
+    const std::uint64_t slack = std::max(opt_.feedback_slack_chars, ratio_slack);
+    if (cached >= claimed || claimed - cached <= slack) return {};
     ApproxRadixTree* tree = find_tree(model);
     if (tree == nullptr) return {};
     return tree->drop_older_than(worker.value, ticket + 1);
