@@ -18,11 +18,17 @@
 // one memcmp over the same requests. Checksums (total matched units) catch a
 // benchmark that stopped doing its work.
 //
+// Scale (BM_*TreeSize, BM_*Length): match and insert on trees of 10^3 to
+// 10^6 nodes (10^7 too when the environment sets KVROUTE_BENCH_HUGE=1: 2.7 GB
+// and 76 s for both) and on requests of 64 B to 256 KB.
+//
 // Run: build/<dir>/benchmarks/kvroute_radix_tree_benchmark --benchmark_min_time=0.2
+// (the default run takes about 80 s on a 2-core machine.)
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -346,5 +352,186 @@ void BM_MatchChatThreads(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MatchChatThreads)->Threads(1)->Threads(2)->UseRealTime();
+
+// --- scale: tree size ----------------------------------------------------------
+
+// A tree of at least `nodes` nodes: random 32-letter keys under 8 tenants
+// (each key adds about two nodes: a leaf and a split). Built once per size
+// and kept for the benchmarks at that size.
+struct SizedTree {
+  std::size_t nodes = 0;
+  ApproxRadixTree tree;
+  std::vector<std::string> keys;
+};
+
+std::string random_letters(std::mt19937_64& rng, std::size_t n) {
+  std::string s(n, 'a');
+  for (char& c : s) c = static_cast<char>('a' + rng() % 26);
+  return s;
+}
+
+SizedTree& sized_tree(std::size_t nodes) {
+  static std::unique_ptr<SizedTree> cached;
+  if (cached != nullptr && cached->nodes == nodes) return *cached;
+  cached.reset();
+  auto t = std::make_unique<SizedTree>();
+  t->nodes = nodes;
+  std::mt19937_64 rng(1000 + nodes);
+  std::size_t i = 0;
+  while (t->tree.stats().nodes < nodes) {
+    std::string k = random_letters(rng, 32);
+    t->tree.insert(k, static_cast<TenantId>(i++ % kTenants));
+    if (t->keys.size() < 4096) {
+      t->keys.push_back(std::move(k));
+    } else if (rng() % 64 == 0) {
+      t->keys[rng() % t->keys.size()] = std::move(k);
+    }
+  }
+  cached = std::move(t);
+  return *cached;
+}
+
+void BM_MatchTreeSize(benchmark::State& state) {
+  SizedTree& t = sized_tree(static_cast<std::size_t>(state.range(0)));
+  std::size_t i = 0, matched = 0, input = 0;
+  for (auto _ : state) {
+    const auto m = t.tree.match(t.keys[i]);
+    matched += m.matched;
+    input += m.input;
+    if (++i == t.keys.size()) i = 0;
+  }
+  // Every key was inserted and nothing evicts: each must match fully.
+  if (matched != input || matched == 0) state.SkipWithError("a stored key did not match fully");
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  report_tree(state, t.tree);
+}
+
+// Inserts a new key (16 letters of a stored key + 16 new ones: a split and a
+// leaf the first time, a leaf and claims on a 16-letter path afterwards)
+// under a tenant of its own, which is removed every 4096 inserts (not timed)
+// so that the tree keeps its size.
+void BM_InsertTreeSize(benchmark::State& state) {
+  SizedTree& t = sized_tree(static_cast<std::size_t>(state.range(0)));
+  std::mt19937_64 rng(5);
+  std::vector<std::string> fresh;
+  for (const auto& k : t.keys) fresh.push_back(k.substr(0, 16) + random_letters(rng, 16));
+  constexpr TenantId kFresh = 100;
+  std::size_t i = 0, ok = 0;
+  for (auto _ : state) {
+    ok += t.tree.insert(fresh[i], kFresh).ok() ? 1 : 0;
+    if (++i == fresh.size()) {
+      state.PauseTiming();
+      t.tree.remove_tenant(kFresh);
+      i = 0;
+      state.ResumeTiming();
+    }
+  }
+  t.tree.remove_tenant(kFresh);
+  if (ok != static_cast<std::size_t>(state.iterations())) state.SkipWithError("an insert failed");
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  report_tree(state, t.tree);
+}
+
+BENCHMARK(BM_MatchTreeSize)->RangeMultiplier(10)->Range(1000, 1000000);
+BENCHMARK(BM_InsertTreeSize)->RangeMultiplier(10)->Range(1000, 1000000);
+
+// 10^7 nodes only on request (memory and build time).
+[[maybe_unused]] const bool kHugeRegistered = [] {
+  const char* e = std::getenv("KVROUTE_BENCH_HUGE");
+  if (e == nullptr || std::strcmp(e, "1") != 0) return false;
+  benchmark::RegisterBenchmark("BM_MatchTreeSize", BM_MatchTreeSize)->Arg(10000000);
+  benchmark::RegisterBenchmark("BM_InsertTreeSize", BM_InsertTreeSize)->Arg(10000000);
+  return true;
+}();
+
+// --- scale: request length -----------------------------------------------------
+
+// 64 stored requests of `len` bytes in 8 groups; a group shares its first
+// half. Match: every stored request again (a full match through a split).
+// Insert: a new request of the same length on a group's half (a new leaf of
+// len/2 bytes), under a tenant removed every 64 inserts (not timed).
+struct LengthSet {
+  std::vector<std::string> stored, fresh;
+  std::size_t bytes = 0;
+};
+
+LengthSet make_length_set(std::size_t len) {
+  std::mt19937_64 rng(77 + len);
+  LengthSet s;
+  std::vector<std::string> half;
+  for (int g = 0; g < 8; ++g) half.push_back(random_letters(rng, len / 2));
+  for (int i = 0; i < 64; ++i) {
+    s.stored.push_back(half[static_cast<std::size_t>(i % 8)] + random_letters(rng, len - len / 2));
+    s.fresh.push_back(half[static_cast<std::size_t>(i % 8)] + random_letters(rng, len - len / 2));
+  }
+  return s;
+}
+
+void BM_MatchLength(benchmark::State& state) {
+  const LengthSet s = make_length_set(static_cast<std::size_t>(state.range(0)));
+  ApproxRadixTree tree;
+  for (std::size_t i = 0; i < s.stored.size(); ++i) tree.insert(s.stored[i], static_cast<TenantId>(i % kTenants));
+  std::size_t i = 0, bytes = 0, matched = 0, input = 0;
+  for (auto _ : state) {
+    const auto m = tree.match(s.stored[i]);
+    matched += m.matched;
+    input += m.input;
+    bytes += s.stored[i].size();
+    if (++i == s.stored.size()) i = 0;
+  }
+  if (matched != input || matched == 0) state.SkipWithError("a stored request did not match fully");
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+
+void BM_InsertLength(benchmark::State& state) {
+  const LengthSet s = make_length_set(static_cast<std::size_t>(state.range(0)));
+  ApproxRadixTree tree;
+  for (std::size_t i = 0; i < s.stored.size(); ++i) tree.insert(s.stored[i], static_cast<TenantId>(i % kTenants));
+  constexpr TenantId kFresh = 100;
+  std::size_t i = 0, bytes = 0, ok = 0;
+  for (auto _ : state) {
+    ok += tree.insert(s.fresh[i], kFresh).ok() ? 1 : 0;
+    bytes += s.fresh[i].size();
+    if (++i == s.fresh.size()) {
+      state.PauseTiming();
+      tree.remove_tenant(kFresh);
+      i = 0;
+      state.ResumeTiming();
+    }
+  }
+  if (ok != static_cast<std::size_t>(state.iterations())) state.SkipWithError("an insert failed");
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+
+BENCHMARK(BM_MatchLength)->RangeMultiplier(4)->Range(64, 256 << 10);
+BENCHMARK(BM_InsertLength)->RangeMultiplier(4)->Range(64, 256 << 10);
+
+// --- unit counting -------------------------------------------------------------
+
+// Every match counts the unmatched tail of its request and every insert the
+// text of its new leaf, in code points. arg 1: the tree's count
+// (RadixSymbolTraits<char>::count, ASCII runs 32 bytes at a time); arg 0:
+// detail::utf8_count (8 at a time), which it replaced. Chat-like text with a
+// little UTF-8 (mixed = 1) or none.
+void BM_CountUnits(benchmark::State& state) {
+  const bool tree_count = state.range(0) != 0;
+  const bool mixed = state.range(1) != 0;
+  std::vector<std::string> texts;
+  Words w(11, mixed);
+  for (int i = 0; i < 64; ++i) texts.push_back(w.text(1000, 1400));
+  std::size_t i = 0, units = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& t = texts[i];
+    units += tree_count ? kvroute::detail::RadixSymbolTraits<char>::count(t.data(), t.size())
+                        : kvroute::detail::utf8_count(t);
+    bytes += t.size();
+    if (++i == texts.size()) i = 0;
+  }
+  benchmark::DoNotOptimize(units);
+  if (units == 0) state.SkipWithError("nothing counted");
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.SetLabel(tree_count ? "tree_count" : "utf8_count");
+}
+BENCHMARK(BM_CountUnits)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1});
 
 }  // namespace

@@ -1,4 +1,5 @@
-// select_worker for every policy, 2 to 256 workers, on a fixed request mix.
+// select_worker for every policy (cache_aware included), 2 to 256 workers, on a
+// fixed request mix.
 //
 //   cmake --workflow --preset bench
 //   ./build/bench/benchmarks/kvroute_select_worker_benchmark
@@ -9,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kvroute/kvroute.hpp"
@@ -24,9 +26,11 @@ struct Fixture {
     }
     ids = *workers.add(specs);
     snap = workers.snapshot();
-    // Uneven loads so that min-load logic has work to do.
+    // Uneven loads so that min-load logic has work to do; the last worker is
+    // idle (not worker 0, so that a load-aware policy that rightly always
+    // picks the idle one, e.g. power_of_two over 2, passes the checksum).
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < i % 4; ++k) guards.push_back(load.dispatch(ids[static_cast<std::size_t>(i)]));
+      for (int k = 0; k < (n - 1 - i) % 4; ++k) guards.push_back(load.dispatch(ids[static_cast<std::size_t>(i)]));
     }
   }
   kvroute::WorkerSet workers;
@@ -50,14 +54,22 @@ void BM_SelectWorker(benchmark::State& state) {
   const kvbench::RequestMix& mix = kvbench::RequestMix::standard();
   std::size_t i = 0;
   std::uint64_t checksum = 0;
+  std::uint64_t cache_hits = 0;
   for (auto _ : state) {
     kvroute::Decision d = kvroute::select_worker(*policy, mix.view(i++), *f.snap, f.load);
     checksum += d ? d.worker->id.value : 1000000;
+    cache_hits += d.branch == kvroute::Branch::kCacheHit ? 1 : 0;
     benchmark::DoNotOptimize(d);
   }
   // A policy that stopped choosing would show up here, not as a speed-up.
   if (checksum == 0 && state.range(0) > 1 && state.iterations() > 100) {
     state.SkipWithError("policy always chose worker 0");
+  }
+  if constexpr (std::is_same_v<P, kvroute::CacheAware>) {
+    // Its tree must have matched: the proof that it did its work.
+    if (cache_hits == 0 && state.iterations() > 100) state.SkipWithError("cache_aware never hit its tree");
+    state.counters["hit_rate"] =
+        static_cast<double>(cache_hits) / static_cast<double>(state.iterations());
   }
   state.counters["workers"] = static_cast<double>(state.range(0));
 }
@@ -84,3 +96,6 @@ KVROUTE_POLICY_BENCH(kvroute::ConsistentHashing);
 KVROUTE_POLICY_BENCH(kvroute::PrefixHash);
 KVROUTE_POLICY_BENCH(kvroute::Manual);
 KVROUTE_POLICY_BENCH(kvroute::Bucket);
+// Match + insert in a radix tree per request (the tree grows to the mix's
+// 4096 distinct texts, then stays), plus the load-balance check.
+KVROUTE_POLICY_BENCH(kvroute::CacheAware);

@@ -42,6 +42,7 @@ TEST_CASE("metrics: the router set covers decisions, load, circuits and trees", 
   CHECK_THAT(text, Catch::Contains("smg_worker_cb_state{worker=\"http://10.0.0.2:30000\"} 1"));
   CHECK_THAT(text, Catch::Contains("smg_worker_retries_total{policy=\"cache_aware\"} 1"));
   CHECK_THAT(text, Catch::Contains("kvroute_tree_nodes{model=\"\"}"));
+  CHECK_THAT(text, Catch::Contains("kvroute_tree_evicted_chars_total{model=\"\"}"));
   // Every decision was counted under exactly one branch.
   std::size_t pos = 0;
   std::uint64_t total = 0;

@@ -1308,4 +1308,39 @@ TEST_CASE("radix tree: sizes equal the recount after every operation of a random
   }
 }
 
+TEST_CASE("radix tree: the text unit count equals utf8_count on ASCII runs, UTF-8 and invalid bytes",
+          "[radix_tree][utf8]") {
+  using Traits = kvroute::detail::RadixSymbolTraits<char>;
+  std::mt19937_64 rng(2024);
+  const std::string pieces[] = {"a",  "hello world, this is plain ascii text!", "你好", "👋",
+                                "é", "\xC3",  "\x80", "\xF0\x9F", "\xED\xA0\x80", "\xFF", std::string(1, '\0')};
+  for (int round = 0; round < 2000; ++round) {
+    std::string s;
+    const std::size_t parts = rng() % 40;
+    for (std::size_t i = 0; i < parts; ++i) {
+      const std::string& p = pieces[rng() % std::size(pieces)];
+      const std::size_t reps = rng() % 3 == 0 ? 1 + rng() % 20 : 1;
+      for (std::size_t r = 0; r < reps; ++r) s += p;
+    }
+    // Every suffix and prefix, so that runs start and end at every alignment.
+    for (std::size_t off = 0; off <= s.size(); off += 1 + rng() % 7) {
+      const std::string_view v(s.data() + off, s.size() - off);
+      REQUIRE(Traits::count(v.data(), v.size()) == kvroute::detail::utf8_count(v));
+      const std::size_t cut = v.empty() ? 0 : rng() % v.size();
+      REQUIRE(Traits::count(v.data(), cut) == kvroute::detail::utf8_count(v.substr(0, cut)));
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("radix tree: stats count the units removed, for eviction metrics", "[radix_tree]") {
+  kvroute::ApproxRadixTree tree;
+  REQUIRE(tree.insert("hello world", 0).ok());
+  REQUIRE(tree.insert("goodbye", 1).ok());
+  CHECK(tree.stats().removed_units == 0);
+  tree.evict(8);  // tenant 0's one 11-unit leaf goes; tenant 1 (7) stays
+  CHECK(tree.stats().removed_units == 11);
+  tree.remove_tenant(1);
+  CHECK(tree.stats().removed_units == 18);
+}

@@ -60,6 +60,14 @@ KVROUTE_NAMESPACE_BEGIN
 class Counter {
  public:
   void inc(std::uint64_t n = 1) noexcept { v_.fetch_add(n, std::memory_order_relaxed); }
+  // Raises the counter to `total` when that is larger (for a count kept by
+  // another component, such as a tree's removed units).
+  void advance_to(std::uint64_t total) noexcept {
+    std::uint64_t cur = v_.load(std::memory_order_relaxed);
+    while (cur < total &&
+           !v_.compare_exchange_weak(cur, total, std::memory_order_relaxed)) {
+    }
+  }
   std::uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
 
  private:
@@ -310,6 +318,10 @@ class RouterMetrics {
         .set(static_cast<double>(st.bytes));
     registry_.gauge("kvroute_tree_chars", "Distinct characters stored in the model's tree.", l)
         .set(static_cast<double>(st.units));
+    registry_.counter("kvroute_tree_evicted_chars_total",
+                      "Characters evicted from (or dropped by feedback or removal in) the tree.",
+                      l)
+        .advance_to(st.removed_units);
   }
 
  private:

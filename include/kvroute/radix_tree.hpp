@@ -268,6 +268,9 @@ struct RadixTreeStats {
   std::uint64_t clock = 0;  // the last recency handed out
   // Insert attempts that met a concurrent eviction and started over.
   std::size_t restarts = 0;
+  // Units taken off tenants so far by eviction (periodic or reactive),
+  // drop_older_than and remove_tenant: a monotonic count for metrics.
+  std::size_t removed_units = 0;
 };
 
 // One tenant holding the deepest matched node.
@@ -447,26 +450,11 @@ class BasicApproxRadixTree {
     MatchResult r;
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
-    Node* x = &root_;
-    x->lock.lock_shared();
-    std::size_t pos = 0;
-    std::size_t matched = 0;
-    while (pos < n) {
-      Node* c = x->find_child(Traits::key(text + pos, n - pos));
-      if (c == nullptr) break;
-      c->lock.lock_shared();
-      x->lock.unlock_shared();
-      x = c;
-      const std::size_t k = common_units(*x, text + pos, n - pos);
-      if (k == x->len) {
-        pos += k;
-        matched += x->count;
-        continue;
-      }
-      matched += Traits::count(text + pos, k);
-      pos += k;
-      break;
-    }
+    root_.lock.lock_shared();
+    const Descent d = descend(text, n, [](const Node&) noexcept { return true; });
+    Node* const x = d.node;
+    const std::size_t pos = d.pos;
+    const std::size_t matched = d.matched;
     r.matched = matched;
     r.matched_symbols = pos;
     r.candidates = x->ntenant;
@@ -498,43 +486,26 @@ class BasicApproxRadixTree {
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
     TenantState* ts = find_state(tenant);
-    Node* x = &root_;
-    x->lock.lock_shared();
-    Claim* xc = ts == nullptr ? nullptr : x->find_claim(tenant);
-    std::size_t pos = 0;
-    std::size_t matched = 0;
+    root_.lock.lock_shared();
+    Claim* xc = ts == nullptr ? nullptr : root_.find_claim(tenant);
+    Descent d{&root_, 0, 0};
     if (xc != nullptr) {
-      while (pos < n) {
-        Node* c = x->find_child(Traits::key(text + pos, n - pos));
-        if (c == nullptr) break;
-        c->lock.lock_shared();
-        Claim* cc = c->find_claim(tenant);
-        if (cc == nullptr) {
-          c->lock.unlock_shared();
-          break;
-        }
-        x->lock.unlock_shared();
-        x = c;
+      // Only along nodes the tenant holds.
+      d = descend(text, n, [&](const Node& c) noexcept {
+        Claim* cc = c.find_claim(tenant);
+        if (cc == nullptr) return false;
         xc = cc;
-        const std::size_t k = common_units(*x, text + pos, n - pos);
-        if (k == x->len) {
-          pos += k;
-          matched += x->count;
-          continue;
-        }
-        matched += Traits::count(text + pos, k);
-        pos += k;
-        break;
-      }
+        return true;
+      });
       std::lock_guard<std::mutex> g(ts->lru_mu);
       r.found = true;
       r.previous_recency = xc->recency.load(std::memory_order_relaxed);
       r.recency = stamp_path(*ts, xc);
     }
-    x->lock.unlock_shared();
-    r.matched = matched;
-    r.matched_symbols = pos;
-    r.input = matched + Traits::count(text + pos, n - pos);
+    d.node->lock.unlock_shared();
+    r.matched = d.matched;
+    r.matched_symbols = d.pos;
+    r.input = d.matched + Traits::count(text + d.pos, n - d.pos);
     return r;
   }
 
@@ -663,6 +634,7 @@ class BasicApproxRadixTree {
     s.tenants = registered_.load(std::memory_order_relaxed);
     s.clock = clock_.load(std::memory_order_relaxed);
     s.restarts = restarts_.load(std::memory_order_relaxed);
+    s.removed_units = removed_units_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -1033,6 +1005,47 @@ class BasicApproxRadixTree {
     return Traits::boundary(text, rem, n.frag, n.len, b);
   }
 
+  // --- the read-only descent (match, match_for_tenant) ---------------------
+
+  struct Descent {
+    Node* node;           // the deepest matched node, still locked shared
+    std::size_t pos;      // symbols matched
+    std::size_t matched;  // units matched
+  };
+
+  // Walks from the root, which the caller has locked shared, with lock
+  // coupling, as far as the text agrees with the tree and `enter(child)`
+  // (called with the child locked shared) allows. Stops inside a child
+  // matched partially, else at the last node matched fully. Returns with the
+  // deepest node locked shared (no other).
+  template <class Enter>
+  Descent descend(const Symbol* text, std::size_t n, Enter&& enter) noexcept {
+    Node* x = &root_;
+    std::size_t pos = 0;
+    std::size_t matched = 0;
+    while (pos < n) {
+      Node* c = x->find_child(Traits::key(text + pos, n - pos));
+      if (c == nullptr) break;
+      c->lock.lock_shared();
+      if (!enter(static_cast<const Node&>(*c))) {
+        c->lock.unlock_shared();
+        break;
+      }
+      x->lock.unlock_shared();
+      x = c;
+      const std::size_t k = common_units(*x, text + pos, n - pos);
+      if (k == x->len) {
+        pos += k;
+        matched += x->count;
+        continue;
+      }
+      matched += Traits::count(text + pos, k);
+      pos += k;
+      break;
+    }
+    return {x, pos, matched};
+  }
+
   // --- insert ---------------------------------------------------------------
 
   void release_prep(Prep& p, std::size_t lower_len, std::size_t upper_len,
@@ -1392,6 +1405,7 @@ class BasicApproxRadixTree {
       ++r.claims;
       r.units += units;
     }
+    removed_units_.fetch_add(r.units, std::memory_order_relaxed);
     return r;
   }
 
@@ -1572,6 +1586,7 @@ class BasicApproxRadixTree {
   std::atomic<std::size_t> claims_{0};
   std::atomic<std::size_t> registered_{0};
   std::atomic<std::size_t> restarts_{0};
+  std::atomic<std::size_t> removed_units_{0};
 };
 
 // Text in UTF-8, counted in code points.

@@ -1,0 +1,237 @@
+// kvroute_tree_replay: replays a file of requests through one
+// kvroute::ApproxRadixTree the way a cache-aware router uses it, and prints
+// one line of JSON. The interface is shared with other implementations'
+// replay tools so that results compare on the same input:
+//
+//   kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] [--threads T]
+//
+// FILE holds one request text per line (kvroute_workload writes such files).
+// For line i (0-based): match it; if the match rate is above 0.3 take the
+// matched tenant (an "affinity route"), else tenant i mod N; insert the line
+// under that tenant; after every K-th line, evict every tenant to M
+// characters. With T threads, line i goes to thread i mod T; all threads
+// share the tree, and the thread that handles line i also runs the eviction
+// due after it.
+//
+// Output fields: requests, chars (code points), bytes, seconds (wall time of
+// the replay, reading the file excluded), chars_per_second, bytes_per_second,
+// affinity_routes, matched_chars, tree_nodes, tree_bytes (every byte the
+// tree allocated), tree_chars (distinct stored characters),
+// tree_bytes_per_char, rss_bytes and rss_peak_bytes (/proc/self/status),
+// memcmp_seconds (one memcmp of each line against a copy of itself, measured
+// in this process, best of three passes: the machine's reference speed) and memcmp_ratio
+// (memcmp_seconds / seconds: the replay's speed as a fraction of memcmp's),
+// cpu_seconds (CPU time of the replay, all threads: on a loaded machine a
+// steadier figure than wall time for one thread), evict_seconds (time
+// inside evict(), summed over threads), evicted_chars, memcmp_cpu_seconds
+// and cpu_memcmp_ratio (the same ratio in CPU time: on a loaded machine the
+// steadier one for a single thread; with T threads it is per CPU second).
+//
+// Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
+// unreadable file) print a message to stderr and exit with status 2 (usage)
+// or 1 (I/O).
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include "kvroute/radix_tree.hpp"
+
+namespace {
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr,
+               "kvroute_tree_replay: %s\n"
+               "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
+               "[--threads T]\n",
+               msg.c_str());
+  return 2;
+}
+
+bool parse_positive(const char* s, std::uint64_t& out) {
+  if (s == nullptr || *s < '0' || *s > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (*end != '\0' || errno != 0 || v == 0) return false;
+  out = v;
+  return true;
+}
+
+std::size_t proc_status_kb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::size_t n = std::strlen(field);
+  while (std::getline(f, line)) {
+    if (line.compare(0, n, field) == 0) return std::strtoull(line.c_str() + n, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+// CPU time of the whole process (all threads), in seconds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage("missing FILE");
+  const char* path = nullptr;
+  std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
+  bool have_every = false, have_max = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    std::uint64_t* target = a == "--workers"       ? &workers
+                            : a == "--evict-every" ? &evict_every
+                            : a == "--max-size"    ? &max_size
+                            : a == "--threads"     ? &threads
+                                                   : nullptr;
+    if (target != nullptr) {
+      if (i + 1 >= argc) return usage(std::string(a) + " needs a value");
+      if (!parse_positive(argv[i + 1], *target)) {
+        return usage(std::string(a) + " needs a positive integer, got '" + argv[i + 1] + "'");
+      }
+      if (a == "--evict-every") have_every = true;
+      if (a == "--max-size") have_max = true;
+      ++i;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return usage("unknown option " + std::string(a));
+    } else if (path != nullptr) {
+      return usage("more than one FILE");
+    } else {
+      path = argv[i];
+    }
+  }
+  if (path == nullptr) return usage("missing FILE");
+  if (have_every != have_max) return usage("--evict-every and --max-size go together");
+  if (workers > kvroute::kMaxTenantId + 1ull) return usage("--workers is too large");
+  if (threads > 256) return usage("--threads is too large (at most 256)");
+
+  // Read the file.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "kvroute_tree_replay: cannot open '%s': %s\n", path, std::strerror(errno));
+    return 1;
+  }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  if (in.bad()) {
+    std::fprintf(stderr, "kvroute_tree_replay: error reading '%s': %s\n", path, std::strerror(errno));
+    return 1;
+  }
+
+  // Reference: one memcmp of each line against a copy of itself.
+  std::size_t bytes = 0;
+  double memcmp_seconds = 0;
+  double memcmp_cpu_seconds = 0;
+  {
+    std::vector<std::string> copies = lines;
+    for (const auto& l : lines) bytes += l.size();
+    // The best of three passes: a shared machine adds noise, never speed.
+    volatile int sink = 0;
+    for (int pass = 0; pass < 3; ++pass) {
+      const double c0 = cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        sink = sink + std::memcmp(lines[i].data(), copies[i].data(), lines[i].size());
+      }
+      const double t = seconds_since(t0);
+      const double c = cpu_seconds() - c0;
+      if (pass == 0 || t < memcmp_seconds) memcmp_seconds = t;
+      if (pass == 0 || c < memcmp_cpu_seconds) memcmp_cpu_seconds = c;
+    }
+    if (sink != 0) std::fprintf(stderr, "kvroute_tree_replay: memcmp found a difference\n");
+  }
+
+  kvroute::ApproxRadixTree tree;
+  std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
+  std::mutex evict_mu;
+  double evict_seconds = 0;  // summed over threads
+  const double cpu0 = cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = [&](std::size_t first) {
+    std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
+    double my_evict_seconds = 0;
+    for (std::size_t i = first; i < lines.size(); i += threads) {
+      const std::string& line = lines[i];
+      const kvroute::MatchResult m = tree.match(line);
+      kvroute::TenantId t = static_cast<kvroute::TenantId>(i % workers);
+      if (m.has_tenant() && m.match_rate() > 0.3f) {
+        t = m.tenant;
+        ++my_affinity;
+      }
+      my_matched += m.matched;
+      my_chars += m.input;
+      if (!tree.insert(line, t).ok()) ++my_failed;
+      if (evict_every != 0 && (i + 1) % evict_every == 0) {
+        const auto e0 = std::chrono::steady_clock::now();
+        my_evicted += tree.evict(max_size).units;
+        my_evict_seconds += seconds_since(e0);
+      }
+    }
+    affinity += my_affinity;
+    matched += my_matched;
+    chars += my_chars;
+    failed += my_failed;
+    evicted += my_evicted;
+    std::lock_guard<std::mutex> g(evict_mu);
+    evict_seconds += my_evict_seconds;
+  };
+  if (threads == 1) {
+    run(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::size_t k = 0; k < threads; ++k) pool.emplace_back(run, k);
+    for (auto& th : pool) th.join();
+  }
+  const double seconds = seconds_since(t0);
+  const double cpu = cpu_seconds() - cpu0;
+  if (failed != 0) {
+    std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", failed.load());
+    return 1;
+  }
+  const kvroute::RadixTreeStats s = tree.stats();
+  const double c = static_cast<double>(chars.load());
+  std::printf(
+      "{\"requests\":%zu,\"chars\":%zu,\"bytes\":%zu,\"workers\":%llu,\"threads\":%llu,"
+      "\"evict_every\":%llu,\"max_size\":%llu,\"seconds\":%.6f,\"chars_per_second\":%.0f,"
+      "\"bytes_per_second\":%.0f,\"us_per_request\":%.3f,\"affinity_routes\":%zu,"
+      "\"matched_chars\":%zu,\"tree_nodes\":%zu,\"tree_bytes\":%zu,\"tree_chars\":%zu,"
+      "\"tree_bytes_per_char\":%.3f,\"rss_bytes\":%zu,\"rss_peak_bytes\":%zu,"
+      "\"memcmp_seconds\":%.6f,\"memcmp_ratio\":%.4f,\"cpu_seconds\":%.6f,"
+      "\"evict_seconds\":%.6f,\"evicted_chars\":%zu,\"memcmp_cpu_seconds\":%.6f,"
+      "\"cpu_memcmp_ratio\":%.4f}\n",
+      lines.size(), chars.load(), bytes, static_cast<unsigned long long>(workers),
+      static_cast<unsigned long long>(threads), static_cast<unsigned long long>(evict_every),
+      static_cast<unsigned long long>(max_size), seconds, seconds > 0 ? c / seconds : 0.0,
+      seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0,
+      lines.empty() ? 0.0 : seconds * 1e6 / static_cast<double>(lines.size()), affinity.load(),
+      matched.load(), s.nodes, s.bytes, s.units,
+      s.units == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.units),
+      proc_status_kb("VmRSS:"), proc_status_kb("VmHWM:"), memcmp_seconds,
+      seconds > 0 ? memcmp_seconds / seconds : 0.0, cpu, evict_seconds, evicted.load(),
+      memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds / cpu : 0.0);
+  return 0;
+}
