@@ -5,7 +5,7 @@ set -eu
 
 # prometheus brings promtool, which checks the rendered metrics; libcpp-httplib-dev
 # and nlohmann-json3-dev serve the HTTP router example.
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus"
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus zlib1g-dev"
 
 missing=""
 for p in $packages; do

@@ -147,3 +147,28 @@ TEST_CASE("load_tracker: concurrent dispatch and release balance to zero", "[loa
   }
   CHECK(processed == 8000);
 }
+
+TEST_CASE("load_tracker: set_tokens corrects a guard's token load", "[load_tracker]") {
+  LoadTracker load;
+  const WorkerId w{1};
+  LoadGuard a = load.dispatch(w, {.tokens = 1000});
+  LoadGuard b = load.dispatch(w, {.tokens = 200});
+  CHECK(load.in_flight_tokens(w) == 1200);
+  a.set_tokens(300);  // the server had 700 of a's tokens cached
+  CHECK(a.tokens() == 300);
+  CHECK(load.in_flight_tokens(w) == 500);
+  CHECK(load.in_flight(w) == 2);
+  a.set_tokens(450);
+  CHECK(load.in_flight_tokens(w) == 650);
+  a.release_tokens();
+  CHECK(a.tokens() == 0);
+  CHECK(load.in_flight_tokens(w) == 200);
+  a.set_tokens(50);  // still in flight: the guard may carry tokens again
+  CHECK(load.in_flight_tokens(w) == 250);
+  a.release();
+  a.set_tokens(70);  // inactive: no-op
+  CHECK(load.in_flight_tokens(w) == 200);
+  b.release();
+  CHECK(load.in_flight_tokens(w) == 0);
+  CHECK(load.in_flight(w) == 0);
+}

@@ -36,6 +36,8 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
   CHECK(cfg->prefix_hash_load_factor == 1.25);
   CHECK(cfg->bucket_adjust_interval == std::chrono::seconds(5));
   CHECK(cfg->bounded_load_factor == 0.0);
+  CHECK(cfg->queue_weight == 0.4);
+  CHECK(cfg->chars_per_token == 4.0);
   CHECK(PolicyConfig{}.Validate().ok());
 }
 
@@ -130,6 +132,9 @@ TEST_CASE("config: errors name the flag and the value", "[config]") {
              Catch::Contains("--bucket-adjust-interval-secs"));
   CHECK_THAT(error_of({"--bounded-load-factor", "0.5"}),
              Catch::Contains("--bounded-load-factor") && Catch::Contains("0.5"));
+  CHECK_THAT(error_of({"--queue-weight", "-0.5"}),
+             Catch::Contains("--queue-weight") && Catch::Contains("-0.5"));
+  CHECK_THAT(error_of({"--chars-per-token", "0"}), Catch::Contains("--chars-per-token"));
   CHECK_THAT(error_of({"--assignment-mode", "fair"}),
              Catch::Contains("--assignment-mode") && Catch::Contains("'fair'"));
   CHECK_THAT(error_of({"--cache-threshold"}),

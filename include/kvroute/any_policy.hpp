@@ -37,6 +37,7 @@
 #include "kvroute/policies/bucket.hpp"
 #include "kvroute/policies/cache_aware.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
+#include "kvroute/policies/least_prefill.hpp"
 #include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
 #include "kvroute/policies/prefix_hash.hpp"
@@ -107,9 +108,8 @@ class AnyPolicy {
 
 static_assert(Policy<AnyPolicy>);
 
-// Builds the configured policy. Returns the config's validation error, or
-// Unimplemented for a policy this version does not ship yet. `clock` must
-// outlive the policy.
+// Builds the configured policy. Returns the config's validation error.
+// `clock` must outlive the policy.
 inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
                                             const Clock& clock = Clock::steady()) {
   if (absl::Status s = cfg.Validate(); !s.ok()) return s;
@@ -152,10 +152,16 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
           .clock = &clock,
           .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
-      break;
+      return AnyPolicy::make<LeastPrefill>(LeastPrefill::Options{
+          .chars_per_token = cfg.chars_per_token,
+          .queue_weight = cfg.queue_weight,
+          .eviction_interval = cfg.eviction_interval,
+          .max_tree_size = cfg.max_tree_size,
+          .clock = &clock,
+          .seed = cfg.seed});
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "--policy: ", detail::to_absl(to_string(cfg.policy)), " is not available in this version"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--policy: ", static_cast<int>(cfg.policy), " is not a policy"));
 }
 
 KVROUTE_NAMESPACE_END

@@ -29,6 +29,7 @@
 #include "kvroute/policies/bucket.hpp"
 #include "kvroute/policies/cache_aware.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
+#include "kvroute/policies/least_prefill.hpp"
 #include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
 #include "kvroute/policies/prefix_hash.hpp"

@@ -93,6 +93,14 @@ class LoadGuard {
   // tokens no longer queue), keeping it in flight. Idempotent.
   void release_tokens() noexcept;
 
+  // Replaces the token load this guard carries with `tokens` (say, when the
+  // server reports how much of the prompt it really had to prefill), keeping
+  // the request in flight. No-op on an inactive guard. Never throws.
+  void set_tokens(std::int64_t tokens) noexcept;
+
+  // The tokens this guard currently carries (0 once released).
+  std::int64_t tokens() const noexcept { return tokens_; }
+
   // True until released (false for a default-constructed guard, or for a
   // dispatch to an id the tracker cannot hold).
   bool active() const noexcept { return tracker_ != nullptr; }
@@ -316,6 +324,14 @@ inline void LoadGuard::release_tokens() noexcept {
     s->tokens.fetch_sub(tokens_, std::memory_order_relaxed);
   }
   tokens_ = 0;
+}
+
+inline void LoadGuard::set_tokens(std::int64_t tokens) noexcept {
+  if (tracker_ == nullptr || tokens == tokens_) return;
+  if (auto* s = tracker_->slot_for_write(id_)) {
+    s->tokens.fetch_add(tokens - tokens_, std::memory_order_relaxed);
+  }
+  tokens_ = tokens;
 }
 
 inline void LoadGuard::release() noexcept {

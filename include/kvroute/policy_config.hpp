@@ -20,6 +20,8 @@
 //   --prefix-hash-load-factor       1.25        prefix_hash_load_factor >= 1
 //   --bucket-adjust-interval-secs   5           bucket_adjust_interval [1, 2^32)
 //   --bounded-load-factor           0 (off)     bounded_load_factor    0 or >= 1
+//   --queue-weight                  0.4         queue_weight           >= 0
+//   --chars-per-token               4           chars_per_token        > 0
 //   --seed                          fixed       seed
 //
 // `--eviction-interval-secs` (the Python launcher's spelling) is accepted as
@@ -167,6 +169,12 @@ struct PolicyConfig {
   // consistent_hashing: spill past workers above factor x average load.
   double bounded_load_factor = 0.0;
 
+  // least_prefill (kvroute's own; it also reads eviction_interval and
+  // max_tree_size): the weight of queued prefill work against this
+  // request's uncached work, and characters per token.
+  double queue_weight = 0.4;
+  double chars_per_token = 4.0;
+
   // Every randomised choice.
   std::uint64_t seed = detail::kDefaultSeed;
 
@@ -231,6 +239,14 @@ inline absl::Status PolicyConfig::Validate() const {
         (bounded_load_factor >= 1.0 && !std::isinf(bounded_load_factor)))) {
     return bad("bounded_load_factor", "--bounded-load-factor",
                show(bounded_load_factor), "must be 0 (off) or finite and >= 1");
+  }
+  if (!(queue_weight >= 0.0) || std::isinf(queue_weight)) {
+    return bad("queue_weight", "--queue-weight", show(queue_weight),
+               "must be finite and >= 0");
+  }
+  if (!(chars_per_token > 0.0) || std::isinf(chars_per_token)) {
+    return bad("chars_per_token", "--chars-per-token", show(chars_per_token),
+               "must be finite and > 0");
   }
   return absl::OkStatus();
 }
@@ -376,6 +392,10 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
       number(cfg.bucket_adjust_interval);
     } else if (name == "bounded-load-factor") {
       number(cfg.bounded_load_factor);
+    } else if (name == "queue-weight") {
+      number(cfg.queue_weight);
+    } else if (name == "chars-per-token") {
+      number(cfg.chars_per_token);
     } else if (name == "seed") {
       number(cfg.seed);
     } else if (unparsed != nullptr) {

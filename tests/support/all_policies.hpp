@@ -11,6 +11,7 @@
 #include "kvroute/policies/bucket.hpp"
 #include "kvroute/policies/cache_aware.hpp"
 #include "kvroute/policies/consistent_hashing.hpp"
+#include "kvroute/policies/least_prefill.hpp"
 #include "kvroute/policies/manual.hpp"
 #include "kvroute/policies/power_of_two.hpp"
 #include "kvroute/policies/prefix_hash.hpp"
@@ -56,7 +57,7 @@ struct Factory<kvroute::RoundRobin> {
 
 using AllPolicies = std::tuple<kvroute::RoundRobin, kvroute::Random, kvroute::PowerOfTwo,
                                kvroute::ConsistentHashing, kvroute::PrefixHash, kvroute::Manual,
-                               kvroute::Bucket, kvroute::CacheAware>;
+                               kvroute::Bucket, kvroute::CacheAware, kvroute::LeastPrefill>;
 
 // cache_aware inserts every request into its tree, which allocates for text
 // it has not seen under that worker; the others must not allocate at all
@@ -65,6 +66,8 @@ template <class P>
 inline constexpr bool kAllocationFree = true;
 template <>
 inline constexpr bool kAllocationFree<kvroute::CacheAware> = false;
+template <>
+inline constexpr bool kAllocationFree<kvroute::LeastPrefill> = false;
 
 }  // namespace kvtest
 

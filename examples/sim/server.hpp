@@ -1,0 +1,134 @@
+// kvroute_sim: the server-side exact prefix KV cache.
+//
+// A cache holds KV blocks (chained block ids, see trace.hpp) up to a
+// capacity in tokens. A request's cached prefix is its longest run of
+// leading blocks the cache holds (a partially held block counts for the
+// tokens it holds, then the run stops). Blocks of running requests are
+// pinned and never evicted; unpinned blocks are evicted least recently used
+// first. Blocks of one request are touched last-to-first, so a block is
+// always at least as recent as its descendants and eviction removes deeper
+// blocks before their prefixes: the cache stays prefix-closed.
+#ifndef KVROUTE_EXAMPLES_SIM_SERVER_HPP_
+#define KVROUTE_EXAMPLES_SIM_SERVER_HPP_
+
+#include <cstdint>
+#include <list>
+#include <unordered_map>
+
+#include "sim/trace.hpp"
+
+namespace kvsim {
+
+class PrefixCache {
+ public:
+  explicit PrefixCache(std::int64_t capacity_tokens) : capacity_(capacity_tokens) {}
+
+  // Tokens of r's prompt this cache holds as a prefix. Does not touch.
+  std::int64_t peek(const SimRequest& r) const {
+    std::int64_t hit = 0;
+    for (std::size_t k = 0; k < r.blocks.size(); ++k) {
+      auto it = map_.find(r.blocks[k]);
+      if (it == map_.end()) break;
+      const std::int64_t need = r.block_tokens(k);
+      if (it->second.tokens < need) {
+        hit += it->second.tokens;
+        break;
+      }
+      hit += need;
+    }
+    return hit;
+  }
+
+  // Starts r on this server: returns its cached tokens, then holds (and
+  // pins) all of its blocks, evicting unpinned ones beyond capacity.
+  std::int64_t acquire(const SimRequest& r) {
+    const std::int64_t hit = peek(r);
+    for (std::size_t k = r.blocks.size(); k-- > 0;) {
+      const std::int64_t need = r.block_tokens(k);
+      auto [it, inserted] = map_.try_emplace(r.blocks[k]);
+      Entry& e = it->second;
+      if (inserted) {
+        e.tokens = need;
+        used_ += need;
+      } else {
+        if (e.refs == 0) lru_.erase(e.pos);
+        if (e.tokens < need) {
+          used_ += need - e.tokens;
+          e.tokens = need;
+        }
+      }
+      ++e.refs;
+    }
+    evict();
+    return hit;
+  }
+
+  // Ends r on this server: unpins its blocks (most recent first-block).
+  void release(const SimRequest& r) {
+    for (std::size_t k = r.blocks.size(); k-- > 0;) {
+      auto it = map_.find(r.blocks[k]);
+      if (it == map_.end()) continue;
+      Entry& e = it->second;
+      if (--e.refs == 0) {
+        lru_.push_front(it->first);
+        e.pos = lru_.begin();
+      }
+    }
+    evict();
+  }
+
+  std::int64_t used() const noexcept { return used_; }
+  std::int64_t capacity() const noexcept { return capacity_; }
+  std::size_t blocks() const noexcept { return map_.size(); }
+  bool holds(std::uint64_t block) const { return map_.count(block) != 0; }
+
+ private:
+  struct Entry {
+    std::int64_t tokens = 0;
+    std::int32_t refs = 0;
+    std::list<std::uint64_t>::iterator pos{};  // valid when refs == 0
+  };
+
+  void evict() {
+    while (used_ > capacity_ && !lru_.empty()) {
+      const std::uint64_t b = lru_.back();
+      lru_.pop_back();
+      auto it = map_.find(b);
+      used_ -= it->second.tokens;
+      map_.erase(it);
+    }
+  }
+
+  std::int64_t capacity_;
+  std::int64_t used_ = 0;
+  std::unordered_map<std::uint64_t, Entry> map_;
+  std::list<std::uint64_t> lru_;  // unpinned blocks, most recent first
+};
+
+// One infinite cache over the whole trace: the ideal token hit rate.
+inline double ideal_hit_rate(const Trace& tr) {
+  std::unordered_map<std::uint64_t, std::int64_t> held;
+  std::int64_t hit = 0, total = 0;
+  for (const SimRequest& r : tr.requests) {
+    total += r.input_tokens;
+    bool run = true;
+    for (std::size_t k = 0; k < r.blocks.size(); ++k) {
+      const std::int64_t need = r.block_tokens(k);
+      std::int64_t& h = held[r.blocks[k]];
+      if (run) {
+        if (h >= need) {
+          hit += need;
+        } else {
+          hit += h;
+          run = false;
+        }
+      }
+      h = std::max(h, need);
+    }
+  }
+  return total == 0 ? 0 : static_cast<double>(hit) / static_cast<double>(total);
+}
+
+}  // namespace kvsim
+
+#endif  // KVROUTE_EXAMPLES_SIM_SERVER_HPP_

@@ -1,0 +1,389 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/policies/least_prefill.hpp
+// -----------------------------------------------------------------------------
+//
+// `kvroute::LeastPrefill`: sends each request to the healthy worker where it
+// would see its first token soonest, by the router's own estimate. With
+// equal servers, time to first token on worker w is proportional to
+//
+//   queue_weight x queued(w) + uncached(w)
+//
+// where queued(w) is the uncached prefill work (tokens) the router has sent
+// to w and w has not finished prefilling (LoadTracker::in_flight_tokens,
+// raised by the host's dispatch with DispatchInfo.tokens = the decision's
+// predicted uncached tokens, lowered by LoadGuard::release_tokens() when
+// prefill ends), and uncached(w) is the part of this request's text the
+// policy's tree does not credit to w, converted to tokens with
+// Options::chars_per_token. The prefill rate cancels out, so the policy
+// needs no server model. Ties break uniformly at random (seeded).
+//
+// One approximate radix tree per model (ApproxRadixTree over the text,
+// tenants = workers), as cache_aware keeps: per request one match finds the
+// workers holding the deepest matched prefix without stamping them, the
+// other healthy workers are matched one by one (match_for_tenant), the
+// worker with the least predicted work is chosen and the text is inserted
+// under it, which stamps its path. Branches:
+// `cache_hit` (the chosen worker holds the longest match), `least_prefill`
+// (a worker with a shorter match won on queued work), `cache_miss` (no
+// worker matched anything).
+//
+// The decision carries what the host must dispatch with: `predicted_tokens`
+// (uncached tokens predicted on the chosen worker), plus `claimed` and
+// `ticket` for feedback.
+//
+// Feedback: when the host learns how many characters the server really had
+// cached, report_cached() corrects both estimates: the tree (if the server
+// held less than claimed, the worker's claims as old as the one used are
+// dropped, as CacheAware::report_cached does) and, when given the request's
+// LoadGuard, the queued work (the guard then carries the real uncached
+// tokens).
+//
+// Eviction: each worker's share of a tree is kept within max_tree_size
+// characters by reactive eviction on insert, and a sweep every
+// eviction_interval (lazily on choose, or maintain()).
+//
+// Thread safety: thread-safe. Trees are created on a model's first request
+// under a short exclusive lock; afterwards selections take a shared lock for
+// the map lookup and the tree's per-node locks. choose() never throws, logs
+// or blocks on I/O; it allocates only inside tree inserts of new text.
+//
+// Example:
+//
+//   kvroute::Router<kvroute::LeastPrefill> router;
+//   router.add_worker({.url = "http://10.0.0.1:30000"}).IgnoreError();
+//   kvroute::RequestView req{.text = chat_history};
+//   kvroute::Selection s = router.select(req);
+//   kvroute::LoadGuard g = router.dispatch(
+//       s, {.tokens = router.policy().predicted_tokens(req, s.decision,
+//                                                      prompt_tokens)});
+//   // ... the server reports 1200 cached tokens:
+//   router.policy().report_cached(req, s.decision, 1200 * 4, prompt_tokens, &g);
+//   // ... first token arrives: g.release_tokens(); response ends: g.release().
+
+#ifndef KVROUTE_POLICIES_LEAST_PREFILL_HPP_
+#define KVROUTE_POLICIES_LEAST_PREFILL_HPP_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kvroute/clock.hpp"
+#include "kvroute/config.hpp"
+#include "kvroute/decision.hpp"
+#include "kvroute/detail/ascii.hpp"
+#include "kvroute/detail/mutex.hpp"
+#include "kvroute/detail/pick.hpp"
+#include "kvroute/detail/rng.hpp"
+#include "kvroute/load_tracker.hpp"
+#include "kvroute/policy.hpp"
+#include "kvroute/radix_tree.hpp"
+#include "kvroute/request.hpp"
+#include "kvroute/worker_set.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+
+class LeastPrefill {
+ public:
+  struct Options {
+    // Characters of text per token, to turn unmatched text into tokens
+    // comparable with LoadTracker::in_flight_tokens. Must be > 0.
+    double chars_per_token = 4.0;
+    // Weight of the queued work against this request's uncached work. The
+    // queued count holds a running prefill in full until it ends, while on
+    // average about half of it is done, and a request moved off the worker
+    // that holds its prefix also costs its session's later turns; weights
+    // below 1 correct for both. 0.4 did best in kvroute_sim on the Mooncake
+    // conversation and Claude Code traces (examples/sim/README.md); 1 is the
+    // plain "least predicted TTFT" rule. Negative values mean 1.
+    double queue_weight = 0.4;
+    // <= 0: no periodic sweep (maintain() still sweeps).
+    std::chrono::nanoseconds eviction_interval = std::chrono::seconds(120);
+    // Characters per worker per tree. Ideally about the servers' cache size
+    // in characters (tokens x chars_per_token); feedback corrects the rest.
+    std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+    // Must outlive the policy.
+    const Clock* clock = &Clock::steady();
+    std::uint64_t seed = detail::kDefaultSeed;
+  };
+
+  LeastPrefill() noexcept : LeastPrefill(Options{}) {}
+  explicit LeastPrefill(Options o) noexcept
+      : opt_(o),
+        cpt_(o.chars_per_token > 0 ? o.chars_per_token : 4.0),
+        qw_(o.queue_weight >= 0 ? o.queue_weight : 1.0),
+        clock_(o.clock != nullptr ? o.clock : &Clock::steady()),
+        rng_(o.seed),
+        next_sweep_ns_(sat_add(clock_->now().count(), o.eviction_interval.count())) {}
+
+  LeastPrefill(const LeastPrefill&) = delete;
+  LeastPrefill& operator=(const LeastPrefill&) = delete;
+
+  std::string_view name() const noexcept { return "least_prefill"; }
+
+  Decision choose(const RequestView& r, const ClusterView& c) noexcept {
+    const auto healthy = c.healthy();
+    if (healthy.empty()) return c.no_worker();
+    sweep_if_due();
+    ApproxRadixTree* tree = tree_for(r.model);
+    if (tree == nullptr) {  // out of memory: least queued work, no affinity
+      return Decision::pick(detail::pick_min(healthy, [&c](const Worker& w) {
+                              return queued(c, w);
+                            }, rng_),
+                            Branch::kCacheMiss);
+    }
+    // Each healthy worker's matched length and the recency of its deepest
+    // matched claim (the feedback ticket). One shared match finds the
+    // workers holding the deepest matched node without stamping anyone
+    // (the chooser declines), so the tree's recency keeps following real
+    // placements; only workers holding a shorter prefix are matched one by
+    // one. Pools beyond kStackWorkers are matched one by one throughout.
+    const std::size_t input = text_units(r.text);
+    const std::size_t n = healthy.size();
+    std::uint64_t tickets[kStackWorkers];
+    bool deepest[kStackWorkers];
+    std::size_t deepest_len = 0;
+    if (n <= kStackWorkers) {
+      std::fill(deepest, deepest + n, false);
+      const MatchResult m = tree->match(r.text, [&](const RadixCandidates& cands) noexcept {
+        for (RadixCandidate x : cands) {
+          const std::size_t i = index_of(healthy, x.tenant);
+          if (i < n) {
+            deepest[i] = true;
+            tickets[i] = x.recency;
+          }
+        }
+        return kNoTenant;
+      });
+      deepest_len = m.matched;
+    }
+    auto score = [&](std::size_t i, std::size_t& len, std::uint64_t& ticket) noexcept {
+      if (n <= kStackWorkers && deepest[i]) {
+        len = deepest_len;
+        ticket = tickets[i];
+        return;
+      }
+      const TenantMatch m = tree->match_for_tenant(r.text, healthy[i]->id.value);
+      len = m.found ? m.matched : 0;
+      ticket = m.previous_recency;
+    };
+    std::size_t best_match = 0;
+    const Worker* chosen = nullptr;
+    double chosen_key = 0;
+    std::size_t chosen_match = 0;
+    std::uint64_t chosen_ticket = 0;
+    std::uint64_t ties = 0;
+    std::uint64_t local = 0;
+    bool drawn = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Worker* w = healthy[i];
+      std::size_t len = 0;
+      std::uint64_t ticket = 0;
+      score(i, len, ticket);
+      best_match = std::max(best_match, len);
+      const double key = qw_ * static_cast<double>(queued(c, *w)) +
+                         static_cast<double>(input - std::min(len, input)) / cpt_;
+      if (chosen == nullptr || key < chosen_key) {
+        chosen = w;
+        chosen_key = key;
+        chosen_match = len;
+        chosen_ticket = ticket;
+        ties = 1;
+      } else if (!(chosen_key < key)) {  // a tie: reservoir-sample it
+        ++ties;
+        if (!drawn) {
+          local = rng_.next();
+          drawn = true;
+        }
+        local = detail::splitmix64(local);
+        if (static_cast<std::uint64_t>((static_cast<detail::uint128>(local) * ties) >> 64) ==
+            0) {
+          chosen = w;
+          chosen_match = len;
+          chosen_ticket = ticket;
+        }
+      }
+    }
+    const Branch b = best_match == 0              ? Branch::kCacheMiss
+                     : chosen_match == best_match ? Branch::kCacheHit
+                                                  : Branch::kLeastPrefill;
+    Decision d = Decision::pick(chosen, b);
+    d.claimed = chosen_match;
+    d.ticket = chosen_ticket;
+    tree->insert(r.text, chosen->id.value);
+    return d;
+  }
+
+  // The uncached tokens `d` predicts on its worker, for DispatchInfo.tokens:
+  // `prompt_tokens` minus the claimed characters in tokens, at least 0.
+  // `prompt_tokens` < 0 means "estimate from the text" (characters /
+  // chars_per_token).
+  std::int64_t predicted_tokens(const RequestView& r, const Decision& d,
+                                std::int64_t prompt_tokens = -1) const noexcept {
+    const double total = prompt_tokens >= 0
+                             ? static_cast<double>(prompt_tokens)
+                             : static_cast<double>(text_units(r.text)) / cpt_;
+    const double left = total - static_cast<double>(d.claimed) / cpt_;
+    return left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left));
+  }
+
+  // Feedback for a request this policy routed: the server had `cached`
+  // characters of `request.text` cached. Corrects the tree (when it claimed
+  // more than that, the worker's claims as old as the one used or older are
+  // dropped) and, with `guard`, the queued work: the guard then carries the
+  // real uncached tokens (`prompt_tokens` as in predicted_tokens). Returns
+  // what was dropped from the tree. Never throws; a decision from another
+  // policy is ignored.
+  EvictResult report_cached(const RequestView& request, const Decision& decision,
+                            std::uint64_t cached, std::int64_t prompt_tokens = -1,
+                            LoadGuard* guard = nullptr) noexcept {
+    if (!decision) return {};
+    if (guard != nullptr && guard->active()) {
+      Decision real = decision;
+      real.claimed = cached;
+      guard->set_tokens(predicted_tokens(request, real, prompt_tokens));
+    }
+    if (decision.claimed == 0 || cached >= decision.claimed) return {};
+    ApproxRadixTree* tree = find_tree(request.model);
+    if (tree == nullptr) return {};
+    return tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
+  }
+
+  // A worker left: forget it in every tree.
+  void on_worker_removed(WorkerId id) noexcept {
+    for_each_tree([id](ApproxRadixTree& t) { t.remove_tenant(id.value); });
+    detail::MutexLock lock(&mu_);
+    try {
+      removed_.push_back(id.value);
+    } catch (...) {
+    }
+  }
+
+  // Sweeps now: every tree to max_tree_size, and removed workers again.
+  void maintain() noexcept {
+    std::vector<TenantId> removed;
+    {
+      detail::MutexLock lock(&mu_);
+      removed.swap(removed_);
+    }
+    const std::size_t budget = budget_units();
+    for_each_tree([&](ApproxRadixTree& t) {
+      for (TenantId id : removed) t.remove_tenant(id);
+      t.evict(budget);
+    });
+  }
+
+  // The model's tree, or null before its first request.
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return find_tree(model); }
+  const Options& options() const noexcept { return opt_; }
+
+ private:
+  using Trees = absl::flat_hash_map<std::string, std::unique_ptr<ApproxRadixTree>>;
+
+  static constexpr std::size_t kStackWorkers = 256;
+
+  // The index of tenant `t` in `healthy` (ascending ids), or healthy.size().
+  static std::size_t index_of(std::span<const Worker* const> healthy, TenantId t) noexcept {
+    auto it = std::lower_bound(healthy.begin(), healthy.end(), t,
+                               [](const Worker* w, TenantId v) { return w->id.value < v; });
+    return (it != healthy.end() && (*it)->id.value == t)
+               ? static_cast<std::size_t>(it - healthy.begin())
+               : healthy.size();
+  }
+
+  static std::int64_t queued(const ClusterView& c, const Worker& w) noexcept {
+    return c.load ? std::max<std::int64_t>(c.load->in_flight_tokens(w.id), 0) : 0;
+  }
+
+  // Code points, the tree's unit for text.
+  static std::size_t text_units(std::string_view s) noexcept {
+    std::size_t n = 0;
+    for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    return n;
+  }
+
+  static std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
+    if (b <= 0) return std::numeric_limits<std::int64_t>::max();
+    return a > std::numeric_limits<std::int64_t>::max() - b
+               ? std::numeric_limits<std::int64_t>::max()
+               : a + b;
+  }
+
+  std::size_t budget_units() const noexcept {
+    return opt_.max_tree_size > std::numeric_limits<std::size_t>::max()
+               ? std::numeric_limits<std::size_t>::max()
+               : static_cast<std::size_t>(opt_.max_tree_size);
+  }
+
+  ApproxRadixTree* find_tree(std::string_view model) const noexcept {
+    detail::ReaderMutexLock lock(&mu_);
+    auto it = trees_.find(detail::to_absl(model));
+    return it == trees_.end() ? nullptr : it->second.get();
+  }
+
+  ApproxRadixTree* tree_for(std::string_view model) noexcept {
+    if (ApproxRadixTree* t = find_tree(model)) return t;
+    try {
+      auto fresh = std::make_unique<ApproxRadixTree>(
+          ApproxRadixTree::Options{.tenant_budget = budget_units()});
+      detail::MutexLock lock(&mu_);
+      auto [it, inserted] = trees_.try_emplace(std::string(model), nullptr);
+      if (inserted) it->second = std::move(fresh);
+      return it->second.get();
+    } catch (...) {
+      return nullptr;
+    }
+  }
+
+  template <class F>
+  void for_each_tree(F&& f) noexcept {
+    std::vector<ApproxRadixTree*> trees;
+    {
+      detail::ReaderMutexLock lock(&mu_);
+      try {
+        trees.reserve(trees_.size());
+        for (auto& [model, t] : trees_) trees.push_back(t.get());
+      } catch (...) {
+        return;
+      }
+    }
+    for (ApproxRadixTree* t : trees) f(*t);
+  }
+
+  void sweep_if_due() noexcept {
+    if (opt_.eviction_interval.count() <= 0) return;
+    const std::int64_t now = clock_->now().count();
+    std::int64_t due = next_sweep_ns_.load(std::memory_order_relaxed);
+    if (now < due) return;
+    if (!next_sweep_ns_.compare_exchange_strong(
+            due, sat_add(now, opt_.eviction_interval.count()), std::memory_order_relaxed)) {
+      return;
+    }
+    maintain();
+  }
+
+  const Options opt_;
+  const double cpt_;
+  const double qw_;
+  const Clock* const clock_;
+  detail::SharedRng rng_;
+  std::atomic<std::int64_t> next_sweep_ns_;
+  mutable detail::Mutex mu_;
+  Trees trees_ ABSL_GUARDED_BY(mu_);
+  std::vector<TenantId> removed_ ABSL_GUARDED_BY(mu_);
+};
+
+static_assert(Policy<LeastPrefill>);
+
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_POLICIES_LEAST_PREFILL_HPP_

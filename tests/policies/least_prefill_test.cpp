@@ -1,0 +1,185 @@
+// least_prefill: least predicted prefill work from the tree's per-worker
+// match and the router's queued uncached tokens, with feedback.
+#include "kvroute/policies/least_prefill.hpp"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/cluster.hpp"
+
+using kvroute::Branch;
+using kvroute::LeastPrefill;
+using kvroute::LoadGuard;
+using kvtest::Cluster;
+
+namespace {
+LeastPrefill::Options opts(double queue_weight = 1.0) {
+  return {.chars_per_token = 1.0,
+          .queue_weight = queue_weight,
+          .eviction_interval = std::chrono::nanoseconds(0)};
+}
+}  // namespace
+
+static_assert(kvroute::Policy<LeastPrefill>);
+
+TEST_CASE("least_prefill: a prefix goes back to the worker that holds it", "[least_prefill]") {
+  Cluster c(4);
+  LeastPrefill lp(opts());
+  const std::string text(1000, 'a');
+  const kvroute::Decision first = c.select(lp, {.text = text});
+  REQUIRE(first);
+  CHECK(first.branch == Branch::kCacheMiss);
+  CHECK(first.claimed == 0);
+  for (int i = 0; i < 5; ++i) {
+    const kvroute::Decision d = c.select(lp, {.text = text + "b" + std::to_string(i)});
+    CHECK(d.worker->id == first.worker->id);
+    CHECK(d.branch == Branch::kCacheHit);
+    CHECK(d.claimed >= 1000);
+  }
+  CHECK(lp.name() == "least_prefill");
+}
+
+TEST_CASE("least_prefill: queued work outweighs a short match", "[least_prefill]") {
+  Cluster c(2);
+  LeastPrefill lp(opts());
+  const std::string text(100, 'x');
+  const kvroute::Decision first = c.select(lp, {.text = text});
+  const int home = c.index_of(first);
+  // 1000 queued tokens at home vs 100 uncached elsewhere: move.
+  LoadGuard g = c.load.dispatch(first.worker->id, {.tokens = 1000});
+  const kvroute::Decision d = c.select(lp, {.text = text});
+  CHECK(c.index_of(d) == 1 - home);
+  CHECK(d.branch == Branch::kLeastPrefill);
+  // 50 queued tokens at home vs 100 uncached elsewhere: stay.
+  g.set_tokens(50);
+  LeastPrefill lp2(opts());
+  const kvroute::Decision f2 = c.select(lp2, {.text = text});
+  LoadGuard g2 = c.load.dispatch(f2.worker->id, {.tokens = 50});
+  g.release();
+  const kvroute::Decision d2 = c.select(lp2, {.text = text});
+  CHECK(d2.worker->id == f2.worker->id);
+}
+
+TEST_CASE("least_prefill: branches name why the worker was chosen", "[least_prefill]") {
+  Cluster c(2);
+  LeastPrefill lp(opts());
+  const std::string text(100, 'x');
+  const kvroute::Decision first = c.select(lp, {.text = text});
+  LoadGuard g = c.load.dispatch(first.worker->id, {.tokens = 1000});
+  const kvroute::Decision moved = c.select(lp, {.text = text + "y"});
+  CHECK(moved.worker->id != first.worker->id);
+  CHECK(moved.branch == Branch::kLeastPrefill);  // a longer match lost on queued work
+  CHECK(moved.claimed == 0);
+}
+
+TEST_CASE("least_prefill: queue_weight discounts queued work", "[least_prefill]") {
+  Cluster c(2);
+  LeastPrefill lp(opts(0.05));
+  const std::string text(100, 'x');
+  const kvroute::Decision first = c.select(lp, {.text = text});
+  LoadGuard g = c.load.dispatch(first.worker->id, {.tokens = 1000});  // 0.05 x 1000 = 50 < 100
+  CHECK(c.select(lp, {.text = text}).worker->id == first.worker->id);
+}
+
+TEST_CASE("least_prefill: ties spread over the workers", "[least_prefill]") {
+  Cluster c(4);
+  LeastPrefill lp(opts());
+  std::set<int> seen;
+  // Distinct first characters: no worker matches anything, all tie.
+  for (char ch = 'A'; ch <= 'Z'; ++ch) seen.insert(c.pick(lp, {.text = std::string(1, ch) + "-text"}));
+  CHECK(seen.size() == 4);
+}
+
+TEST_CASE("least_prefill: never chooses an unhealthy worker", "[least_prefill]") {
+  Cluster c(3);
+  LeastPrefill lp(opts());
+  const std::string text(200, 'q');
+  const kvroute::Decision first = c.select(lp, {.text = text});
+  c.set_healthy(static_cast<std::size_t>(c.index_of(first)), false);
+  for (int i = 0; i < 20; ++i) {
+    const kvroute::Decision d = c.select(lp, {.text = text});
+    REQUIRE(d);
+    CHECK(d.worker->healthy);
+    CHECK(d.worker->id != first.worker->id);
+  }
+  c.set_healthy(0, false);
+  c.set_healthy(1, false);
+  c.set_healthy(2, false);
+  CHECK(c.select(lp, {.text = text}).branch == Branch::kNoHealthyWorkers);
+}
+
+TEST_CASE("least_prefill: equal seeds give equal choices", "[least_prefill]") {
+  Cluster c(5);
+  LeastPrefill a({.seed = 7}), b({.seed = 7});
+  for (int i = 0; i < 50; ++i) {
+    const std::string t = "req-" + std::to_string(i % 13) + std::string(static_cast<std::size_t>(i), 'z');
+    CHECK(c.pick(a, {.text = t}) == c.pick(b, {.text = t}));
+  }
+}
+
+TEST_CASE("least_prefill: feedback corrects the tree and the queued work", "[least_prefill]") {
+  Cluster c(1);
+  LeastPrefill lp(opts());
+  const std::string old_text = "an older conversation";
+  const std::string text(400, 'k');
+  const kvroute::RequestView req{.text = text};
+  c.select(lp, {.text = old_text});
+  c.select(lp, req);
+  const kvroute::Decision d = c.select(lp, req);
+  REQUIRE(d.claimed == 400);
+  CHECK(lp.predicted_tokens(req, d) == 0);
+  CHECK(lp.predicted_tokens(req, d, 450) == 50);
+  LoadGuard g = c.load.dispatch(d.worker->id, {.tokens = lp.predicted_tokens(req, d)});
+  // The server had evicted it: nothing cached. Every claim of the worker
+  // older than the one used is stale (this request's own text was just
+  // placed again, so it stays).
+  const kvroute::EvictResult dropped = lp.report_cached(req, d, 0, -1, &g);
+  CHECK(dropped.claims > 0);
+  CHECK(g.tokens() == 400);
+  CHECK(c.load.in_flight_tokens(d.worker->id) == 400);
+  CHECK(lp.tree("")->match_for_tenant(old_text, d.worker->id.value).matched == 0);
+  CHECK(lp.tree("")->match_for_tenant(text, d.worker->id.value).matched == 400);
+  // A report of as much as claimed drops nothing but still sets the queue.
+  const kvroute::Decision again = c.select(lp, req);
+  CHECK(lp.report_cached(req, again, again.claimed, 500, &g).claims == 0);
+  CHECK(g.tokens() == 100);
+  // A decision without a worker is ignored.
+  CHECK(lp.report_cached(req, kvroute::Decision::none(Branch::kNoWorkers), 0).claims == 0);
+}
+
+TEST_CASE("least_prefill: removed workers are forgotten", "[least_prefill]") {
+  Cluster c(2);
+  LeastPrefill lp(opts());
+  const kvroute::Decision first = c.select(lp, {.text = "hello world"});
+  const kvroute::WorkerId gone = first.worker->id;
+  c.remove(static_cast<std::size_t>(c.index_of(first)));
+  lp.on_worker_removed(gone);
+  CHECK_FALSE(lp.tree("")->has_tenant(gone.value));
+  const kvroute::Decision d = c.select(lp, {.text = "hello world"});
+  REQUIRE(d);
+  CHECK(d.worker->id != gone);
+  lp.maintain();
+}
+
+TEST_CASE("least_prefill: concurrent selections stay consistent", "[least_prefill][concurrency]") {
+  Cluster c(4);
+  LeastPrefill lp(opts());
+  auto snap = c.workers.snapshot();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string text = "session-" + std::to_string((t * 7 + i) % 10) +
+                                 std::string(static_cast<std::size_t>(i % 50), 'm');
+        const kvroute::Decision d = kvroute::select_worker(lp, {.text = text}, *snap, c.load);
+        LoadGuard g = c.load.dispatch(d.worker->id, {.tokens = lp.predicted_tokens({.text = text}, d)});
+        lp.report_cached({.text = text}, d, d.claimed / 2, -1, &g);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  for (auto id : c.ids) CHECK(c.load.in_flight_tokens(id) == 0);
+}
