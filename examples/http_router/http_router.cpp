@@ -235,11 +235,12 @@ class Proxy {
 
   std::string render_metrics() {
     metrics_.observe_workers(*router_.workers().snapshot(), router_.load(), &breakers_);
-    if (auto* ca = router_.policy().get<kvroute::CacheAware>()) {
-      std::lock_guard<std::mutex> lock(models_mu_);
-      for (const std::string& m : models_) {
-        if (const auto* t = ca->tree(m)) metrics_.observe_tree(m, *t);
-      }
+    std::lock_guard<std::mutex> lock(models_mu_);
+    for (const std::string& m : models_) {
+      const kvroute::ApproxRadixTree* t = nullptr;
+      if (auto* ca = router_.policy().get<kvroute::CacheAware>()) t = ca->tree(m);
+      if (auto* lp = router_.policy().get<kvroute::LeastPrefill>()) t = lp->tree(m);
+      if (t != nullptr) metrics_.observe_tree(m, *t);
     }
     return registry_.render();
   }
@@ -266,7 +267,7 @@ class Proxy {
       if (!s) return std::nullopt;
       kvroute::CircuitBreaker::Permit p = breakers_.acquire(s.worker().id);
       if (p) {
-        if (!c.model.empty() || router_.policy().get<kvroute::CacheAware>() != nullptr) {
+        {
           std::lock_guard<std::mutex> lock(models_mu_);
           models_.insert(c.model);
         }
@@ -291,15 +292,34 @@ class Proxy {
     return h;
   }
 
-  // Feeds the worker's reported cache back into cache_aware's tree.
-  void feedback(const Call& c, const kvroute::Selection& s, const json& body) {
-    auto* ca = router_.policy().get<kvroute::CacheAware>();
+  // Tokens to dispatch with: least_prefill's predicted uncached work (its
+  // queue estimate), 0 for the other policies.
+  std::int64_t predicted_tokens(const Call& c, const kvroute::Selection& s) {
+    auto* lp = router_.policy().get<kvroute::LeastPrefill>();
+    if (lp == nullptr) return 0;
+    return lp->predicted_tokens({.text = c.text, .model = c.model}, s.decision);
+  }
+
+  // Feeds the worker's reported cache back into the policy: cache_aware's
+  // tree, or least_prefill's tree and queue estimate (through the guard).
+  void feedback(const Call& c, const kvroute::Selection& s, const json& body,
+                kvroute::LoadGuard* guard) {
     long long cached = 0, prompt = 0;
-    if (ca == nullptr || !kvexample::reported_cache(body, &cached, &prompt) || prompt <= 0) return;
+    if (!kvexample::reported_cache(body, &cached, &prompt) || prompt <= 0) return;
     const double chars_per_token =
         static_cast<double>(kvroute::detail::utf8_count(c.text)) / static_cast<double>(prompt);
-    ca->report_cached({.text = c.text, .model = c.model}, s.decision,
-                      static_cast<std::uint64_t>(static_cast<double>(cached) * chars_per_token));
+    auto cached_chars = static_cast<std::uint64_t>(static_cast<double>(cached) * chars_per_token);
+    const kvroute::RequestView view{.text = c.text, .model = c.model};
+    if (auto* ca = router_.policy().get<kvroute::CacheAware>()) {
+      ca->report_cached(view, s.decision, cached_chars);  // applies its own slack
+    } else if (auto* lp = router_.policy().get<kvroute::LeastPrefill>()) {
+      // Token rounding is not an eviction: within 64 characters or 5% of
+      // the claim, take the claim as confirmed.
+      const std::uint64_t claimed = s.decision.claimed;
+      const std::uint64_t slack = std::max<std::uint64_t>(64, claimed / 20);
+      if (cached_chars < claimed && claimed - cached_chars <= slack) cached_chars = claimed;
+      lp->report_cached(view, s.decision, cached_chars, prompt, guard);
+    }
   }
 
   void forward(const Call& c, httplib::Response& res) {
@@ -312,13 +332,15 @@ class Proxy {
         return;
       }
       auto& [s, permit] = *chosen;
-      kvroute::LoadGuard guard = router_.dispatch(s);  // held until the response is back
+      // Held until the response is back; its tokens are the queued prefill.
+      kvroute::LoadGuard guard = router_.dispatch(s, {.tokens = predicted_tokens(c, s)});
       auto cli = client(s.worker().url);
       auto up = cli->Post(c.path, upstream_headers(c), c.body, c.content_type);
       const int status = up ? up->status : 0;
       breakers_.record(s.worker().id, permit, up && status < 500);
       if (up && status < 400) {
-        feedback(c, s, json::parse(up->body, nullptr, false));
+        feedback(c, s, json::parse(up->body, nullptr, false), &guard);
+        guard.release_tokens();  // the prefill is long done
         res.status = status;
         for (const auto& [k, v] : up->headers) {
           if (k == "X-Mock-Worker" || k == "x-mock-worker") res.set_header(k, v);
@@ -352,7 +374,7 @@ class Proxy {
         return;
       }
       auto& [s, permit] = *chosen;
-      kvroute::LoadGuard guard = router_.dispatch(s);
+      kvroute::LoadGuard guard = router_.dispatch(s, {.tokens = predicted_tokens(c, s)});
       auto cli = client(s.worker().url);
       httplib::Request up;
       up.method = "POST";
@@ -363,6 +385,7 @@ class Proxy {
       bool started = false;
       std::string tail;  // the stream's last lines, for the usage chunk
       up.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+        if (!started) guard.release_tokens();  // first bytes: prefill is over
         started = true;
         tail.append(data, n);
         if (tail.size() > 65536) tail.erase(0, tail.size() - 65536);
@@ -377,7 +400,7 @@ class Proxy {
              pos = pos == 0 ? std::string::npos : tail.rfind("data: {", pos - 1)) {
           json j = json::parse(tail.substr(pos + 6, tail.find('\n', pos) - pos - 6), nullptr, false);
           if (!j.is_discarded() && j.contains("usage")) {
-            feedback(c, s, j);
+            feedback(c, s, j, nullptr);
             break;
           }
         }

@@ -189,6 +189,21 @@ TEST_CASE("http_router: later turns reach the worker that served the earlier one
   CHECK(hit_rate(ca) > hit_rate(plain) + 0.2);
 }
 
+TEST_CASE("http_router: least_prefill keeps chats on their worker when queues are empty",
+          "[http_router][e2e]") {
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(mock());
+  auto r = router(workers, {"--policy", "least_prefill"});
+  const ScriptResult lp = run_chats(r->port(), 5, 4);
+  CHECK(lp.failures == 0);
+  for (const auto& [chat, ws] : lp.workers_by_chat) {
+    REQUIRE(ws.size() == 4);
+    for (const auto& w : ws) CHECK(w == ws.front());
+  }
+  CHECK(hit_rate(lp) > 0.5);
+  CHECK_THAT(get_metrics(r->port()), Catch::Contains("kvroute_tree_nodes{model=\"test-model\"}"));
+}
+
 TEST_CASE("http_router: a worker stopped mid-run loses no request and opens its circuit",
           "[http_router][e2e]") {
   std::vector<std::unique_ptr<Process>> workers;
