@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "kvroute/clock.hpp"
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
@@ -182,10 +183,12 @@ class CacheAware {
   void on_worker_removed(WorkerId id) noexcept {
     for_each_tree([id](ApproxRadixTree& t) { t.remove_tenant(id.value); });
     // A selection still running on an older snapshot may insert for it once
-    // more; the next sweep removes it again.
+    // more, before or after any sweep; ids are never reused, so the policy
+    // remembers every removed id (4 bytes each) and each sweep removes them
+    // all again: such a leftover lives one eviction interval at most.
     detail::MutexLock lock(&mu_);
     try {
-      removed_.push_back(id.value);
+      removed_.insert(id.value);
     } catch (...) {
     }
   }
@@ -194,8 +197,11 @@ class CacheAware {
   void maintain() noexcept {
     std::vector<TenantId> removed;
     {
-      detail::MutexLock lock(&mu_);
-      removed.swap(removed_);
+      detail::ReaderMutexLock lock(&mu_);
+      try {
+        removed.assign(removed_.begin(), removed_.end());
+      } catch (...) {
+      }
     }
     const std::size_t budget = budget_units();
     for_each_tree([&](ApproxRadixTree& t) {
@@ -344,7 +350,7 @@ class CacheAware {
   std::atomic<std::int64_t> next_sweep_ns_;
   mutable detail::Mutex mu_;
   Trees trees_ ABSL_GUARDED_BY(mu_);
-  std::vector<TenantId> removed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<TenantId> removed_ ABSL_GUARDED_BY(mu_);
 };
 
 static_assert(Policy<CacheAware>);
