@@ -60,7 +60,8 @@ class Words {
     std::string s;
     while (s.size() < target) {
       if (mixed_ && rng_() % 12 == 0) {
-        static const char* const kMixed[] = {"你好", "世界", "模型", "请求", "👋", "🚀", "données", "Straße"};
+        static const char* const kMixed[] = {"你好", "世界", "模型",    "请求",
+                                             "👋",    "🚀",    "données", "Straße"};
         s += kMixed[rng_() % 8];
       } else {
         const std::size_t n = 2 + rng_() % 9;
@@ -99,7 +100,8 @@ Workload make_chat(std::size_t conversations, int turns, bool mixed = false) {
 
 Workload make_branchy(std::size_t n) {
   std::mt19937_64 rng(42);
-  static const char* const kPrefixes[] = {"user_session_", "api_request_", "chat_message_", "doc_chunk_"};
+  static const char* const kPrefixes[] = {"user_session_", "api_request_", "chat_message_",
+                                          "doc_chunk_"};
   Workload out;
   for (std::size_t i = 0; i < n; ++i) {
     std::string s = kPrefixes[rng() % 4];
@@ -139,7 +141,8 @@ void report_tree(benchmark::State& state, const ApproxRadixTree& tree) {
 // --- reference: memcmp over the same bytes ----------------------------------
 
 void BM_Memcmp(benchmark::State& state) {
-  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  const Workload w =
+      make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
   std::vector<std::string> copies = w.requests;
   std::size_t i = 0, bytes = 0;
   for (auto _ : state) {
@@ -155,7 +158,8 @@ BENCHMARK(BM_Memcmp)->Args({512, 4});
 // --- match on a built tree ---------------------------------------------------
 
 void BM_MatchChat(benchmark::State& state) {
-  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  const Workload w =
+      make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
   ApproxRadixTree tree;
   fill(tree, w);
   std::size_t i = 0, bytes = 0, matched = 0, input = 0;
@@ -214,7 +218,8 @@ BENCHMARK(BM_MatchRandom)->Arg(10)->Arg(50)->Arg(100)->Arg(500);
 
 // Steady state: every request is already in the tree (a re-sent prompt).
 void BM_MatchInsertChatHit(benchmark::State& state) {
-  const Workload w = make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  const Workload w =
+      make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
   ApproxRadixTree tree;
   fill(tree, w);
   std::size_t i = 0, bytes = 0;
@@ -279,7 +284,9 @@ BENCHMARK(BM_InsertRandom)->Arg(10)->Arg(50)->Arg(100)->Arg(500);
 // Builds a tree and reports its bytes per distinct stored character.
 void BM_BuildMemory(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  const Workload w = kind == 0 ? make_chat(512, 4) : kind == 1 ? make_chat(512, 4, true) : make_branchy(20000);
+  const Workload w = kind == 0   ? make_chat(512, 4)
+                     : kind == 1 ? make_chat(512, 4, true)
+                                 : make_branchy(20000);
   double bpu = 0;
   std::size_t nodes = 0;
   for (auto _ : state) {
@@ -289,7 +296,8 @@ void BM_BuildMemory(benchmark::State& state) {
     bpu = static_cast<double>(s.bytes) / static_cast<double>(s.units);
     nodes = s.nodes;
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(w.bytes));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(w.bytes));
   state.counters["bytes_per_unit"] = bpu;
   state.counters["nodes"] = static_cast<double>(nodes);
   state.SetLabel(kind == 0 ? "chat" : kind == 1 ? "chat_mixed" : "branchy");
@@ -470,7 +478,8 @@ LengthSet make_length_set(std::size_t len) {
 void BM_MatchLength(benchmark::State& state) {
   const LengthSet s = make_length_set(static_cast<std::size_t>(state.range(0)));
   ApproxRadixTree tree;
-  for (std::size_t i = 0; i < s.stored.size(); ++i) tree.insert(s.stored[i], static_cast<TenantId>(i % kTenants));
+  for (std::size_t i = 0; i < s.stored.size(); ++i)
+    tree.insert(s.stored[i], static_cast<TenantId>(i % kTenants));
   std::size_t i = 0, bytes = 0, matched = 0, input = 0;
   for (auto _ : state) {
     const auto m = tree.match(s.stored[i]);
@@ -486,7 +495,8 @@ void BM_MatchLength(benchmark::State& state) {
 void BM_InsertLength(benchmark::State& state) {
   const LengthSet s = make_length_set(static_cast<std::size_t>(state.range(0)));
   ApproxRadixTree tree;
-  for (std::size_t i = 0; i < s.stored.size(); ++i) tree.insert(s.stored[i], static_cast<TenantId>(i % kTenants));
+  for (std::size_t i = 0; i < s.stored.size(); ++i)
+    tree.insert(s.stored[i], static_cast<TenantId>(i % kTenants));
   constexpr TenantId kFresh = 100;
   std::size_t i = 0, bytes = 0, ok = 0;
   for (auto _ : state) {

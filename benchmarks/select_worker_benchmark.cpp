@@ -30,7 +30,8 @@ struct Fixture {
     // idle (not worker 0, so that a load-aware policy that rightly always
     // picks the idle one, e.g. power_of_two over 2, passes the checksum).
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < (n - 1 - i) % 4; ++k) guards.push_back(load.dispatch(ids[static_cast<std::size_t>(i)]));
+      for (int k = 0; k < (n - 1 - i) % 4; ++k)
+        guards.push_back(load.dispatch(ids[static_cast<std::size_t>(i)]));
     }
   }
   kvroute::WorkerSet workers;
@@ -67,7 +68,8 @@ void BM_SelectWorker(benchmark::State& state) {
   }
   if constexpr (std::is_same_v<P, kvroute::CacheAware>) {
     // Its tree must have matched: the proof that it did its work.
-    if (cache_hits == 0 && state.iterations() > 100) state.SkipWithError("cache_aware never hit its tree");
+    if (cache_hits == 0 && state.iterations() > 100)
+      state.SkipWithError("cache_aware never hit its tree");
     state.counters["hit_rate"] =
         static_cast<double>(cache_hits) / static_cast<double>(state.iterations());
   }

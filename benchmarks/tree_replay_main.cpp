@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
     lines.push_back(std::move(line));
   }
   if (in.bad()) {
-    std::fprintf(stderr, "kvroute_tree_replay: error reading '%s': %s\n", path, std::strerror(errno));
+    std::fprintf(stderr, "kvroute_tree_replay: error reading '%s': %s\n", path,
+                 std::strerror(errno));
     return 1;
   }
 

@@ -26,10 +26,11 @@
 namespace {
 
 int usage(const char* msg) {
-  std::fprintf(stderr,
-               "kvroute_workload: %s\n"
-               "usage: kvroute_workload chat|chat_mixed|batch|branchy [-n N] [--seed S] [--stats]\n",
-               msg);
+  std::fprintf(
+      stderr,
+      "kvroute_workload: %s\n"
+      "usage: kvroute_workload chat|chat_mixed|batch|branchy [-n N] [--seed S] [--stats]\n",
+      msg);
   return 2;
 }
 
@@ -94,15 +95,16 @@ int main(int argc, char** argv) {
       tree.insert(r, 0);
     }
     std::sort(len.begin(), len.end());
-    const double mean = len.empty() ? 0.0 : static_cast<double>(chars) / static_cast<double>(len.size());
+    const double mean =
+        len.empty() ? 0.0 : static_cast<double>(chars) / static_cast<double>(len.size());
     const std::size_t median = len.empty() ? 0 : len[len.size() / 2];
     const std::size_t max = len.empty() ? 0 : len.back();
     std::fprintf(stderr,
                  "{\"shape\":\"%.*s\",\"seed\":%llu,\"requests\":%zu,\"chars\":%zu,\"bytes\":%zu,"
                  "\"mean_chars\":%.1f,\"median_chars\":%zu,\"max_chars\":%zu,"
                  "\"shared_fraction\":%.4f,\"distinct_chars\":%zu}\n",
-                 static_cast<int>(shape.size()), shape.data(), static_cast<unsigned long long>(seed),
-                 len.size(), chars, bytes, mean, median, max,
+                 static_cast<int>(shape.size()), shape.data(),
+                 static_cast<unsigned long long>(seed), len.size(), chars, bytes, mean, median, max,
                  chars == 0 ? 0.0 : static_cast<double>(shared) / static_cast<double>(chars),
                  tree.stats().units);
   }

@@ -10,8 +10,8 @@
 
 template <class P>
 bool add_workers(kvroute::Router<P>& router) {
-  for (const char* url : {"http://10.0.0.1:30000", "http://10.0.0.2:30000",
-                          "http://10.0.0.3:30000"}) {
+  for (const char* url :
+       {"http://10.0.0.1:30000", "http://10.0.0.2:30000", "http://10.0.0.3:30000"}) {
     if (auto id = router.add_worker({.url = url}); !id.ok()) {
       fmt::print(stderr, "{}\n", id.status().ToString());
       return false;
@@ -21,8 +21,7 @@ bool add_workers(kvroute::Router<P>& router) {
 }
 
 template <class P>
-void route(kvroute::Router<P>& router, std::string_view session,
-           std::string_view prompt) {
+void route(kvroute::Router<P>& router, std::string_view session, std::string_view prompt) {
   const kvroute::Header headers[] = {{"x-smg-routing-key", session}};
   kvroute::Selection s = router.select({.text = prompt, .headers = headers});
   if (!s) {

@@ -82,8 +82,7 @@ TEST_CASE("failure mode: equal stale loads leave no worker idle", "[failure_mode
 // ai-dynamo/dynamo#737: every request shares one long system prompt, so a
 // prefix hash sends all of them to one of 8 instances. The load bound keeps
 // affinity only while the owner is not overloaded.
-TEST_CASE("failure mode: a shared system prompt does not pile onto one worker",
-          "[failure_modes]") {
+TEST_CASE("failure mode: a shared system prompt does not pile onto one worker", "[failure_modes]") {
   Cluster c(8);
   kvroute::PrefixHash ph({.prefix_token_count = 256, .load_factor = 1.25});
   const std::string system(2000, 's');
@@ -119,8 +118,8 @@ TEST_CASE("failure mode: pick_min spreads ties uniformly", "[failure_modes]") {
   // A strictly smaller key always wins.
   for (int i = 0; i < 100; ++i) {
     const kvroute::Worker* w = kvroute::detail::pick_min(
-        snap->group("").healthy(),
-        [](const kvroute::Worker& x) { return x.id.value == 2 ? 0 : 1; }, rng);
+        snap->group("").healthy(), [](const kvroute::Worker& x) { return x.id.value == 2 ? 0 : 1; },
+        rng);
     REQUIRE(w->id.value == 2);
   }
 }

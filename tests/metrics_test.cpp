@@ -36,8 +36,10 @@ TEST_CASE("metrics: label values are escaped", "[metrics]") {
 
 TEST_CASE("metrics: the router set covers decisions, load, circuits and trees", "[metrics]") {
   const std::string text = kvtest::render_sample_metrics();
-  CHECK_THAT(text, Catch::Contains("kvroute_policy_branch_total{policy=\"cache_aware\",branch=\"cache_hit\"}"));
-  CHECK_THAT(text, Catch::Contains("kvroute_select_worker_duration_seconds_count{policy=\"cache_aware\"} 20"));
+  CHECK_THAT(text, Catch::Contains(
+                       "kvroute_policy_branch_total{policy=\"cache_aware\",branch=\"cache_hit\"}"));
+  CHECK_THAT(text, Catch::Contains(
+                       "kvroute_select_worker_duration_seconds_count{policy=\"cache_aware\"} 20"));
   CHECK_THAT(text, Catch::Contains("smg_worker_requests_active{worker=\"http://10.0.0.1:30000\"}"));
   CHECK_THAT(text, Catch::Contains("smg_worker_cb_state{worker=\"http://10.0.0.2:30000\"} 1"));
   CHECK_THAT(text, Catch::Contains("smg_worker_retries_total{policy=\"cache_aware\"} 1"));

@@ -42,13 +42,29 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
 }
 
 TEST_CASE("config: every flag parses, in both spellings", "[config]") {
-  auto cfg = parse({"--policy", "manual", "--cache-threshold=0.5",
-                    "--balance-abs-threshold", "32", "--balance-rel-threshold=1.1",
-                    "--eviction-interval", "30", "--max-tree-size", "10000",
-                    "--max-idle-secs=60", "--assignment-mode", "min_group",
-                    "--prefix-token-count", "5", "--prefix-hash-load-factor", "2",
-                    "--bucket-adjust-interval-secs", "10", "--bounded-load-factor",
-                    "1.5", "--seed", "42"});
+  auto cfg = parse({"--policy",
+                    "manual",
+                    "--cache-threshold=0.5",
+                    "--balance-abs-threshold",
+                    "32",
+                    "--balance-rel-threshold=1.1",
+                    "--eviction-interval",
+                    "30",
+                    "--max-tree-size",
+                    "10000",
+                    "--max-idle-secs=60",
+                    "--assignment-mode",
+                    "min_group",
+                    "--prefix-token-count",
+                    "5",
+                    "--prefix-hash-load-factor",
+                    "2",
+                    "--bucket-adjust-interval-secs",
+                    "10",
+                    "--bounded-load-factor",
+                    "1.5",
+                    "--seed",
+                    "42"});
   REQUIRE(cfg.ok());
   CHECK(cfg->policy == PolicyKind::kManual);
   CHECK(cfg->cache_threshold == 0.5);
@@ -98,12 +114,12 @@ TEST_CASE("config: policy names are case-insensitive, with or without underscore
 TEST_CASE("config: errors name the flag and the value", "[config]") {
   CHECK_THAT(error_of({"--policy", "fastest"}),
              Catch::Contains("--policy") && Catch::Contains("'fastest'"));
-  CHECK_THAT(error_of({"--cache-threshold", "abc"}),
-             Catch::Contains("--cache-threshold") && Catch::Contains("'abc'") &&
-                 Catch::Contains("not a number"));
-  CHECK_THAT(error_of({"--cache-threshold", "1.5"}),
-             Catch::Contains("--cache-threshold") && Catch::Contains("1.5") &&
-                 Catch::Contains("[0, 1]"));
+  CHECK_THAT(error_of({"--cache-threshold", "abc"}), Catch::Contains("--cache-threshold") &&
+                                                         Catch::Contains("'abc'") &&
+                                                         Catch::Contains("not a number"));
+  CHECK_THAT(error_of({"--cache-threshold", "1.5"}), Catch::Contains("--cache-threshold") &&
+                                                         Catch::Contains("1.5") &&
+                                                         Catch::Contains("[0, 1]"));
   CHECK_THAT(error_of({"--cache-threshold", "nan"}),
              Catch::Contains("--cache-threshold") && Catch::Contains("'nan'"));
   CHECK_THAT(error_of({"--cache-threshold", "-0.1"}),
@@ -143,15 +159,14 @@ TEST_CASE("config: errors name the flag and the value", "[config]") {
              Catch::Contains("--worker-urls") && Catch::Contains("unknown flag"));
   CHECK_THAT(error_of({"round_robin"}), Catch::Contains("'round_robin'"));
   // Control bytes in a value are shown escaped, never raw.
-  CHECK_THAT(error_of({"--policy", std::string_view("ra\x01nd", 5)}),
-             Catch::Contains("\\x01"));
+  CHECK_THAT(error_of({"--policy", std::string_view("ra\x01nd", 5)}), Catch::Contains("\\x01"));
 }
 
 TEST_CASE("config: unknown flags can be passed through to the host", "[config]") {
   std::vector<std::string> rest;
-  auto cfg = parse({"--worker-urls", "http://a", "http://b", "--policy=random",
-                    "--prometheus-port=29000"},
-                   &rest);
+  auto cfg =
+      parse({"--worker-urls", "http://a", "http://b", "--policy=random", "--prometheus-port=29000"},
+            &rest);
   REQUIRE(cfg.ok());
   CHECK(cfg->policy == PolicyKind::kRandom);
   CHECK(rest == std::vector<std::string>{"--worker-urls", "http://a", "http://b",

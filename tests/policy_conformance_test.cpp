@@ -103,8 +103,7 @@ TEMPLATE_LIST_TEST_CASE("contract: one worker gets every request", "[contract]",
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("contract: deterministic given a seed", "[contract]",
-                        kvtest::AllPolicies) {
+TEMPLATE_LIST_TEST_CASE("contract: deterministic given a seed", "[contract]", kvtest::AllPolicies) {
   kvroute::ManualClock clock_a, clock_b;
   auto a = Factory<TestType>::make(99, clock_a);
   auto b = Factory<TestType>::make(99, clock_b);

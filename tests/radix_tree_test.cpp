@@ -159,8 +159,10 @@ TEST_CASE("radix tree 6.1.5 exact_match_concurrent: parallel inserts, then paral
   ApproxRadixTree tree;
   const std::vector<std::pair<std::string, TenantId>> items = {
       {"hello", t1}, {"apple", t2}, {"banana", t3}};
-  run_threads(3, [&](int i) { tree.insert(items[static_cast<std::size_t>(i)].first,
-                                          items[static_cast<std::size_t>(i)].second); });
+  run_threads(3, [&](int i) {
+    tree.insert(items[static_cast<std::size_t>(i)].first,
+                items[static_cast<std::size_t>(i)].second);
+  });
   std::atomic<int> ok{0};
   run_threads(3, [&](int i) {
     const auto& [s, t] = items[static_cast<std::size_t>(i)];
@@ -249,7 +251,8 @@ TEST_CASE("radix tree 6.1.9 utf8_split_seq / utf8_split_concurrent: splits fall 
   SECTION("concurrent") {
     ApproxRadixTree tree;
     run_threads(3, [&](int i) {
-      tree.insert(items[static_cast<std::size_t>(i)].first, items[static_cast<std::size_t>(i)].second);
+      tree.insert(items[static_cast<std::size_t>(i)].first,
+                  items[static_cast<std::size_t>(i)].second);
     });
     verify(tree);
   }
@@ -282,7 +285,8 @@ TEST_CASE("radix tree 6.1.11 advanced_eviction: 4 tenants x 100 strings, evict(1
           "[radix_tree][spec][evict]") {
   ApproxRadixTree tree;
   std::mt19937_64 rng(11);
-  const std::vector<std::string> prefixes = {"aqwefcisdf", "iajsdfkmade", "kjnzxcvewqe", "iejksduqasd"};
+  const std::vector<std::string> prefixes = {"aqwefcisdf", "iajsdfkmade", "kjnzxcvewqe",
+                                             "iejksduqasd"};
   for (int i = 0; i < 100; ++i) {
     for (TenantId t = 0; t < 4; ++t) tree.insert(prefixes[t] + random_ascii(rng, 10), t);
   }
@@ -513,7 +517,8 @@ TEST_CASE("radix tree 6.1.21 with_counts_accuracy", "[radix_tree][spec]") {
   CHECK(m.input == 7);
 }
 
-TEST_CASE("radix tree 6.1.22 with_counts_utf8: counts are code points", "[radix_tree][spec][utf8]") {
+TEST_CASE("radix tree 6.1.22 with_counts_utf8: counts are code points",
+          "[radix_tree][spec][utf8]") {
   ApproxRadixTree tree;
   tree.insert("你好世界呀", t1);
   MatchResult m = tree.match("你好世界呀");
@@ -603,7 +608,8 @@ TEST_CASE("radix tree 6.1.27 rapid_insert_remove_cycles", "[radix_tree][spec][re
   ApproxRadixTree tree;
   for (int cycle = 0; cycle < 50; ++cycle) {
     const auto t = static_cast<TenantId>(cycle % 5);
-    for (int i = 0; i < 10; ++i) tree.insert("cycle_" + std::to_string(cycle) + "_" + std::to_string(i), t);
+    for (int i = 0; i < 10; ++i)
+      tree.insert("cycle_" + std::to_string(cycle) + "_" + std::to_string(i), t);
     CHECK(tree.tenant_size(t) > 0);
     REQUIRE(tree.remove_tenant(t));
     const auto s = tree.tenant_sizes();
@@ -633,7 +639,8 @@ TEST_CASE("radix tree 6.1.28 ascii_utf8_consistency", "[radix_tree][spec][utf8]"
   CHECK(tree.match("hello你好").tenant == t3);
 }
 
-TEST_CASE("radix tree 6.1.29 emoji_handling: an emoji is one character", "[radix_tree][spec][utf8]") {
+TEST_CASE("radix tree 6.1.29 emoji_handling: an emoji is one character",
+          "[radix_tree][spec][utf8]") {
   ApproxRadixTree tree;
   tree.insert("hello 👋", t1);
   tree.insert("hello 👋🌍", t2);
@@ -799,8 +806,9 @@ TEST_CASE("radix tree 6.1.38 many_tenants_same_path", "[radix_tree][spec]") {
 
 TEST_CASE("radix tree 6.1.39 special_characters", "[radix_tree][spec]") {
   ApproxRadixTree tree;
-  const std::vector<std::string> items = {"line1\nline2", "tab\there", std::string("nul\0byte", 8),
-                                          "nbsp\u00a0space", "path/to/file", "query?a=b&c=d"};
+  const std::vector<std::string> items = {
+      "line1\nline2",    "tab\there",    std::string("nul\0byte", 8),
+      "nbsp\u00a0space", "path/to/file", "query?a=b&c=d"};
   for (std::size_t i = 0; i < items.size(); ++i) tree.insert(items[i], static_cast<TenantId>(i));
   for (std::size_t i = 0; i < items.size(); ++i) {
     const MatchResult m = tree.match(items[i]);
@@ -840,7 +848,12 @@ TEST_CASE("radix tree: the header's example holds", "[radix_tree]") {
 TEST_CASE("radix tree: invalid UTF-8 counts one character per bad byte", "[radix_tree][utf8]") {
   ApproxRadixTree tree;
   // A stray continuation byte, an overlong form, a truncated sequence.
-  const std::string bad = "\x80" "a" "\xC0\xAF" "b" "\xE4\xBD";
+  const std::string bad =
+      "\x80"
+      "a"
+      "\xC0\xAF"
+      "b"
+      "\xE4\xBD";
   tree.insert(bad, t1);
   CHECK(tree.tenant_size(t1) == 7);
   MatchResult m = tree.match(bad);
@@ -863,7 +876,7 @@ TEST_CASE("radix tree: invalid UTF-8 counts one character per bad byte", "[radix
 TEST_CASE("radix tree: a byte mismatch inside a multi-byte character counts whole characters only",
           "[radix_tree][utf8]") {
   ApproxRadixTree tree;
-  tree.insert("ab你", t1);          // 你 = E4 BD A0
+  tree.insert("ab你", t1);             // 你 = E4 BD A0
   MatchResult m = tree.match("ab佡");  // 佡 = E4 BD A1: two equal bytes
   CHECK(m.matched == 2);
   CHECK(m.matched_symbols == 2);
@@ -967,7 +980,8 @@ TEST_CASE("radix tree: a 64 MB text is stored, matched, split and evicted", "[ra
 
 TEST_CASE("radix tree: rejected inputs are reported, not thrown", "[radix_tree]") {
   ApproxRadixTree tree;
-  CHECK(tree.insert("x", kvroute::kMaxTenantId + 1).status == kvroute::InsertStatus::kInvalidTenant);
+  CHECK(tree.insert("x", kvroute::kMaxTenantId + 1).status ==
+        kvroute::InsertStatus::kInvalidTenant);
   CHECK(tree.insert("x", kNoTenant).status == kvroute::InsertStatus::kInvalidTenant);
   CHECK(tree.insert("x", kvroute::kMaxTenantId).ok());
   CHECK(tree.match("x").tenant == kvroute::kMaxTenantId);
@@ -1082,7 +1096,8 @@ TEST_CASE("radix tree: a declining chooser leaves the tree untouched", "[radix_t
   CHECK(m.candidates == 1);
   CHECK(tree.now() == clock);
   // A chooser naming a non-candidate also chooses nothing.
-  const MatchResult n = tree.match("abc", [](const kvroute::RadixCandidates&) noexcept { return t2; });
+  const MatchResult n =
+      tree.match("abc", [](const kvroute::RadixCandidates&) noexcept { return t2; });
   CHECK_FALSE(n.has_tenant());
   CHECK(tree.now() == clock);
 }
@@ -1091,7 +1106,8 @@ TEST_CASE("radix tree: a declining chooser leaves the tree untouched", "[radix_t
 // kvroute: recency
 // ---------------------------------------------------------------------------
 
-TEST_CASE("radix tree: every match refreshes recency (no 1-in-8 sampling)", "[radix_tree][recency]") {
+TEST_CASE("radix tree: every match refreshes recency (no 1-in-8 sampling)",
+          "[radix_tree][recency]") {
   ApproxRadixTree tree;
   tree.insert("aaaa", t1);
   tree.insert("bbbb", t1);
@@ -1172,7 +1188,8 @@ TEST_CASE("radix tree: eviction is incremental: its cost follows what it evicts"
 TEST_CASE("radix tree: eviction stops exactly at the budget", "[radix_tree][evict]") {
   ApproxRadixTree tree;
   std::mt19937_64 rng(5);
-  for (int i = 0; i < 500; ++i) tree.insert("p" + std::to_string(i % 7) + random_ascii(rng, 20), t1);
+  for (int i = 0; i < 500; ++i)
+    tree.insert("p" + std::to_string(i % 7) + random_ascii(rng, 20), t1);
   for (std::size_t budget : {5000u, 1234u, 77u, 1u}) {
     tree.evict_tenant(t1, budget);
     const std::size_t s = tree.tenant_size(t1);
@@ -1228,7 +1245,8 @@ TEST_CASE("radix tree: drop_older_than removes a tenant's stale entries only",
   CHECK(tree.drop_older_than(t1, 0).visited == 0);
 }
 
-TEST_CASE("radix tree: remove_tenant removes it everywhere, the root included", "[radix_tree][remove]") {
+TEST_CASE("radix tree: remove_tenant removes it everywhere, the root included",
+          "[radix_tree][remove]") {
   ApproxRadixTree tree;
   tree.insert("", t1);
   tree.insert("abc", t1);
@@ -1289,31 +1307,53 @@ TEST_CASE("radix tree: sizes equal the recount after every operation of a random
           "[radix_tree][consistency]") {
   ApproxRadixTree tree;
   std::mt19937_64 rng(2024);
-  const std::vector<std::string> stems = {"You are a helpful assistant. ", "系统提示：", "🙂 emoji ",
-                                          "", "short"};
+  const std::vector<std::string> stems = {"You are a helpful assistant. ", "系统提示：",
+                                          "🙂 emoji ", "", "short"};
   for (int op = 0; op < 600; ++op) {
     const auto t = static_cast<TenantId>(rng() % 5);
     const std::string text = stems[rng() % stems.size()] + random_ascii(rng, rng() % 12);
     switch (rng() % 10) {
-      case 0: tree.evict(rng() % 60); break;
-      case 1: tree.remove_tenant(t); break;
-      case 2: tree.drop_older_than(t, tree.now() - rng() % 40); break;
-      case 3: tree.match_for_tenant(text, t); break;
+      case 0:
+        tree.evict(rng() % 60);
+        break;
+      case 1:
+        tree.remove_tenant(t);
+        break;
+      case 2:
+        tree.drop_older_than(t, tree.now() - rng() % 40);
+        break;
+      case 3:
+        tree.match_for_tenant(text, t);
+        break;
       case 4:
-      case 5: tree.match(text); break;
-      default: tree.insert(text, t); break;
+      case 5:
+        tree.match(text);
+        break;
+      default:
+        tree.insert(text, t);
+        break;
     }
     INFO("op " << op);
     require_consistent(tree);
   }
 }
 
-TEST_CASE("radix tree: the text unit count equals utf8_count on ASCII runs, UTF-8 and invalid bytes",
-          "[radix_tree][utf8]") {
+TEST_CASE(
+    "radix tree: the text unit count equals utf8_count on ASCII runs, UTF-8 and invalid bytes",
+    "[radix_tree][utf8]") {
   using Traits = kvroute::detail::RadixSymbolTraits<char>;
   std::mt19937_64 rng(2024);
-  const std::string pieces[] = {"a",  "hello world, this is plain ascii text!", "你好", "👋",
-                                "é", "\xC3",  "\x80", "\xF0\x9F", "\xED\xA0\x80", "\xFF", std::string(1, '\0')};
+  const std::string pieces[] = {"a",
+                                "hello world, this is plain ascii text!",
+                                "你好",
+                                "👋",
+                                "é",
+                                "\xC3",
+                                "\x80",
+                                "\xF0\x9F",
+                                "\xED\xA0\x80",
+                                "\xFF",
+                                std::string(1, '\0')};
   for (int round = 0; round < 2000; ++round) {
     std::string s;
     const std::size_t parts = rng() % 40;

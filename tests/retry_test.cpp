@@ -30,9 +30,9 @@ TEST_CASE("retry: retryable statuses", "[retry]") {
 TEST_CASE("retry: max_attempts counts attempts, the first included", "[retry]") {
   kvroute::Attempts a({.max_attempts = 3});
   nanoseconds d{};
-  CHECK(a.failed(kvroute::WorkerId{0}, 503, &d));   // attempt 1 failed, try 2
+  CHECK(a.failed(kvroute::WorkerId{0}, 503, &d));  // attempt 1 failed, try 2
   CHECK(d > nanoseconds(0));
-  CHECK(a.failed(kvroute::WorkerId{1}, 503, &d));   // attempt 2 failed, try 3
+  CHECK(a.failed(kvroute::WorkerId{1}, 503, &d));        // attempt 2 failed, try 3
   CHECK_FALSE(a.failed(kvroute::WorkerId{2}, 503, &d));  // 3 attempts made
   CHECK(a.failures() == 3);
   kvroute::Attempts once({.max_attempts = 1});

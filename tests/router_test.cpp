@@ -17,8 +17,7 @@ struct Recorder {
   int maintained = 0;
   kvroute::RoundRobin inner;
   std::string_view name() const noexcept { return "recorder"; }
-  kvroute::Decision choose(const kvroute::RequestView& r,
-                           const kvroute::ClusterView& c) noexcept {
+  kvroute::Decision choose(const kvroute::RequestView& r, const kvroute::ClusterView& c) noexcept {
     return inner.choose(r, c);
   }
   void on_worker_added(const kvroute::Worker& w) { added.push_back(w.id.value); }

@@ -57,8 +57,8 @@ TEST_CASE("worker_set: bad workers are rejected with the field and value", "[wor
 
 TEST_CASE("worker_set: a batch add is all or nothing", "[worker_set]") {
   WorkerSet ws;
-  std::vector<kvroute::WorkerSpec> specs = {{.url = "http://a"}, {.url = "http://b"},
-                                            {.url = "http://a"}};
+  std::vector<kvroute::WorkerSpec> specs = {
+      {.url = "http://a"}, {.url = "http://b"}, {.url = "http://a"}};
   auto r = ws.add(specs);
   CHECK(r.status().code() == absl::StatusCode::kAlreadyExists);
   CHECK(ws.snapshot()->empty());

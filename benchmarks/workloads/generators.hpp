@@ -50,8 +50,8 @@ class TextGen {
     const std::size_t target = s.size() + bytes;
     while (s.size() < target) {
       if (mixed_ && rng_() % 12 == 0) {
-        static const char* const kMixed[] = {"你好", "世界", "模型", "请求",
-                                             "👋",   "🚀",   "données", "Straße"};
+        static const char* const kMixed[] = {"你好", "世界", "模型",    "请求",
+                                             "👋",    "🚀",    "données", "Straße"};
         s += kMixed[rng_() % 8];
       } else {
         const std::size_t n = 2 + rng_() % 9;

@@ -24,8 +24,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -117,7 +117,8 @@ Flags parse_flags(int argc, char** argv) {
 
 // Listens on `port` (0: any) and prints the port, so tests can find it.
 int bind_or_die(httplib::Server& svr, const std::string& host, int port, const char* what) {
-  const int bound = port == 0 ? svr.bind_to_any_port(host) : (svr.bind_to_port(host, port) ? port : -1);
+  const int bound =
+      port == 0 ? svr.bind_to_any_port(host) : (svr.bind_to_port(host, port) ? port : -1);
   if (bound < 0) usage_error(std::string("cannot listen on ") + host + ":" + std::to_string(port));
   std::printf("%s listening on %s:%d\n", what, host.c_str(), bound);
   std::fflush(stdout);
@@ -154,7 +155,8 @@ int run_mock_worker(const Flags& f) {
     if (body.is_object() && body.value("stream", false)) {
       json chunk = {{"choices", {{{"index", 0}, {"delta", {{"content", "ok"}}}}}}};
       json last = {{"choices", json::array()}, {"usage", usage}};
-      std::string sse = "data: " + chunk.dump() + "\n\ndata: " + last.dump() + "\n\ndata: [DONE]\n\n";
+      std::string sse =
+          "data: " + chunk.dump() + "\n\ndata: " + last.dump() + "\n\ndata: [DONE]\n\n";
       res.set_content(sse, "text/event-stream");
       return;
     }
@@ -168,7 +170,8 @@ int run_mock_worker(const Flags& f) {
     }
     res.set_content(out.dump(), "application/json");
   };
-  for (const char* p : {"/generate", "/v1/chat/completions", "/v1/completions"}) svr.Post(p, handle);
+  for (const char* p : {"/generate", "/v1/chat/completions", "/v1/completions"})
+    svr.Post(p, handle);
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok", "text/plain");
   });
@@ -207,8 +210,8 @@ class Proxy {
     ctx->text = kvexample::routing_text(req.path, body);
     ctx->model = body.value("model", "");
     ctx->body = req.body;
-    ctx->content_type = req.has_header("Content-Type") ? req.get_header_value("Content-Type")
-                                                       : "application/json";
+    ctx->content_type =
+        req.has_header("Content-Type") ? req.get_header_value("Content-Type") : "application/json";
     for (const auto& [k, v] : req.headers) {
       if (kvroute::detail::ascii_iequals(k, "x-smg-routing-key") ||
           kvroute::detail::ascii_iequals(k, "x-smg-target-worker") ||
@@ -222,12 +225,12 @@ class Proxy {
       // The guard and the retries live in the content provider, which runs
       // while the response streams; an upstream failure after the first byte
       // cannot be retried and ends the stream.
-      res.set_chunked_content_provider(
-          "text/event-stream", [this, ctx](std::size_t, httplib::DataSink& sink) {
-            forward_streaming(*ctx, sink);
-            sink.done();
-            return true;
-          });
+      res.set_chunked_content_provider("text/event-stream",
+                                       [this, ctx](std::size_t, httplib::DataSink& sink) {
+                                         forward_streaming(*ctx, sink);
+                                         sink.done();
+                                         return true;
+                                       });
       return;
     }
     forward(*ctx, res);
@@ -398,7 +401,8 @@ class Proxy {
         // The usage object, when the worker sent one, is in the last data line.
         for (std::size_t pos = tail.rfind("data: {"); pos != std::string::npos;
              pos = pos == 0 ? std::string::npos : tail.rfind("data: {", pos - 1)) {
-          json j = json::parse(tail.substr(pos + 6, tail.find('\n', pos) - pos - 6), nullptr, false);
+          json j =
+              json::parse(tail.substr(pos + 6, tail.find('\n', pos) - pos - 6), nullptr, false);
           if (!j.is_discarded() && j.contains("usage")) {
             feedback(c, s, j, nullptr);
             break;

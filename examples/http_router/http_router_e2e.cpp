@@ -113,10 +113,10 @@ json chat_body(int chat, int turn, bool stream = false) {
   json messages = json::array();
   messages.push_back({{"role", "system"}, {"content", "You are a helpful assistant."}});
   for (int t = 0; t <= turn; ++t) {
-    messages.push_back({{"role", "user"},
-                        {"content", "Chat " + std::to_string(chat) + " asks question " +
-                                        std::to_string(t) + ": " +
-                                        std::string(120, static_cast<char>('a' + chat))}});
+    messages.push_back(
+        {{"role", "user"},
+         {"content", "Chat " + std::to_string(chat) + " asks question " + std::to_string(t) + ": " +
+                         std::string(120, static_cast<char>('a' + chat))}});
     if (t < turn) messages.push_back({{"role", "assistant"}, {"content", "ok"}});
   }
   return {{"model", "test-model"}, {"messages", messages}, {"stream", stream}};
@@ -264,7 +264,8 @@ TEST_CASE("http_router: /metrics, streaming and /generate", "[http_router][e2e]"
   CHECK_THAT(text, Catch::Contains("smg_worker_retries_total"));
   // promtool, when installed, accepts the exposition.
   const char* promtool = std::getenv("KVROUTE_PROMTOOL");
-  if (promtool != nullptr && *promtool != '\0' && std::string(promtool).find("NOTFOUND") == std::string::npos) {
+  if (promtool != nullptr && *promtool != '\0' &&
+      std::string(promtool).find("NOTFOUND") == std::string::npos) {
     char path[] = "/tmp/kvroute_metrics_XXXXXX";
     const int fd = mkstemp(path);
     REQUIRE(fd >= 0);

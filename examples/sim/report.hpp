@@ -37,15 +37,15 @@ inline std::string branches_text(const PolicyResult& p) {
 
 inline std::string table(const Report& r) {
   std::string out = fmt::format(
-      "trace {}: {} requests, {} servers, ideal hit rate (one infinite cache) {:.3f}\n\n",
-      r.trace, r.requests, r.servers, r.ideal_hit_rate);
+      "trace {}: {} requests, {} servers, ideal hit rate (one infinite cache) {:.3f}\n\n", r.trace,
+      r.requests, r.servers, r.ideal_hit_rate);
   out += fmt::format("{:<25} {:>6} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9}  {}\n", "policy", "hit",
-                     "ttft_mean", "ttft_p50", "ttft_p99", "imbal", "sel_us", "sel_p99",
-                     "branches");
+                     "ttft_mean", "ttft_p50", "ttft_p99", "imbal", "sel_us", "sel_p99", "branches");
   for (const PolicyResult& p : r.policies) {
-    out += fmt::format("{:<25} {:>6.3f} {:>8.3f}s {:>8.3f}s {:>8.3f}s {:>6.2f} {:>9.2f} {:>9.2f}  {}\n",
-                       p.name, p.hit_rate, p.ttft_mean, p.ttft_p50, p.ttft_p99, p.imbalance,
-                       p.select_us_mean, p.select_us_p99, branches_text(p));
+    out += fmt::format(
+        "{:<25} {:>6.3f} {:>8.3f}s {:>8.3f}s {:>8.3f}s {:>6.2f} {:>9.2f} {:>9.2f}  {}\n", p.name,
+        p.hit_rate, p.ttft_mean, p.ttft_p50, p.ttft_p99, p.imbalance, p.select_us_mean,
+        p.select_us_p99, branches_text(p));
   }
   return out;
 }
@@ -77,11 +77,20 @@ inline std::string xml_escape(std::string_view s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -110,41 +119,45 @@ inline std::string svg(const Report& r) {
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n",
       width, height);
-  s += fmt::format("<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{} ({} "
-                   "requests, {} servers)</text>\n",
-                   xml_escape(r.trace), r.requests, r.servers);
+  s += fmt::format(
+      "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{} ({} "
+      "requests, {} servers)</text>\n",
+      xml_escape(r.trace), r.requests, r.servers);
   const int x1 = label_w, x2 = label_w + panel_w + gap;
-  s += fmt::format("<text x=\"{}\" y=\"44\">server-side token hit rate (line: ideal {:.3f})</text>\n",
-                   x1, r.ideal_hit_rate);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"44\">server-side token hit rate (line: ideal {:.3f})</text>\n", x1,
+      r.ideal_hit_rate);
   s += fmt::format("<text x=\"{}\" y=\"44\">p99 TTFT, s (log scale)</text>\n", x2);
   for (int i = 0; i < n; ++i) {
     const PolicyResult& p = r.policies[static_cast<std::size_t>(i)];
     const int y = top + i * row;
     const bool ref = p.name == "oracle" || p.name == "sticky";
-    const char* color = ref ? "#999999" : (p.name.rfind("least_prefill", 0) == 0 ? "#d62728"
-                                           : p.name.rfind("cache_aware", 0) == 0 ? "#ff7f0e"
-                                                                                  : "#1f77b4");
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 8,
-                     y + 14, xml_escape(p.name));
+    const char* color = ref ? "#999999"
+                            : (p.name.rfind("least_prefill", 0) == 0 ? "#d62728"
+                               : p.name.rfind("cache_aware", 0) == 0 ? "#ff7f0e"
+                                                                     : "#1f77b4");
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 8, y + 14,
+                     xml_escape(p.name));
     const double w1 = std::clamp(p.hit_rate, 0.0, 1.0) * panel_w;
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", x1,
                      y + 2, w1, row - 6, color);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.3f}</text>\n", x1 + w1 + 4, y + 14,
-                     p.hit_rate);
+    s +=
+        fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.3f}</text>\n", x1 + w1 + 4, y + 14, p.hit_rate);
     const double w2 = px_p99(p.ttft_p99);
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", x2,
                      y + 2, w2, row - 6, color);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f}</text>\n", x2 + w2 + 4, y + 14,
-                     p.ttft_p99);
+    s +=
+        fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f}</text>\n", x2 + w2 + 4, y + 14, p.ttft_p99);
   }
   const double ix = x1 + std::clamp(r.ideal_hit_rate, 0.0, 1.0) * panel_w;
-  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"black\" "
-                   "stroke-dasharray=\"4,3\"/>\n",
-                   ix, top - 4, ix, top + n * row);
-  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", x1, top - 4,
-                   x1, top + n * row);
-  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", x2, top - 4,
-                   x2, top + n * row);
+  s += fmt::format(
+      "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"black\" "
+      "stroke-dasharray=\"4,3\"/>\n",
+      ix, top - 4, ix, top + n * row);
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", x1,
+                   top - 4, x1, top + n * row);
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", x2,
+                   top - 4, x2, top + n * row);
   s += "</svg>\n";
   return s;
 }

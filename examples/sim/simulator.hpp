@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -52,12 +52,12 @@ struct SimConfig {
 struct ServerState {
   explicit ServerState(std::int64_t cap) : cache(cap) {}
   PrefixCache cache;
-  std::deque<std::size_t> queue;   // jobs waiting to prefill
+  std::deque<std::size_t> queue;  // jobs waiting to prefill
   bool busy = false;
-  double prefill_end = 0;          // of the running prefill
-  std::int64_t queued_est = 0;     // uncached tokens of queued jobs, as estimated on arrival
-  std::int64_t in_flight = 0;      // jobs routed here and not completed
-  std::int64_t prefill_tokens = 0; // total uncached tokens prefilled
+  double prefill_end = 0;           // of the running prefill
+  std::int64_t queued_est = 0;      // uncached tokens of queued jobs, as estimated on arrival
+  std::int64_t in_flight = 0;       // jobs routed here and not completed
+  std::int64_t prefill_tokens = 0;  // total uncached tokens prefilled
 };
 
 struct Routed {
@@ -104,10 +104,10 @@ class KvRouter final : public SimRouter {
                const std::vector<ServerState>&) override {
     clock_.set(std::chrono::nanoseconds(static_cast<std::int64_t>(now * 1e9)));
     const kvroute::Header headers[] = {{kvroute::kRoutingKeyHeader, r.session}};
-    const kvroute::RequestView req{
-        .text = text,
-        .headers = r.session.empty() ? std::span<const kvroute::Header>{}
-                                     : std::span<const kvroute::Header>(headers)};
+    const kvroute::RequestView req{.text = text,
+                                   .headers = r.session.empty()
+                                                  ? std::span<const kvroute::Header>{}
+                                                  : std::span<const kvroute::Header>(headers)};
     Routed out;
     const auto t0 = std::chrono::steady_clock::now();
     out.decision = kvroute::select_worker(*p_, req, *snap_, load_);
@@ -119,8 +119,8 @@ class KvRouter final : public SimRouter {
     const std::int64_t claimed_tokens =
         static_cast<std::int64_t>(static_cast<double>(out.decision.claimed) / cpt_);
     const std::int64_t tokens = std::max<std::int64_t>(r.input_tokens - claimed_tokens, 0);
-    out.guard = load_.dispatch(out.decision.worker->id,
-                               {.tokens = tokens, .routing_key = r.session});
+    out.guard =
+        load_.dispatch(out.decision.worker->id, {.tokens = tokens, .routing_key = r.session});
     return out;
   }
 
@@ -230,10 +230,9 @@ class StickyRouter final : public SimRouter {
 // Policy names in the order they are reported.
 inline const std::vector<std::string>& all_policy_names() {
   static const std::vector<std::string> names = {
-      "round_robin", "random",      "power_of_two",         "consistent_hashing",
-      "prefix_hash", "manual",      "bucket",               "cache_aware",
-      "cache_aware_feedback",       "least_prefill",        "oracle",
-      "sticky"};
+      "round_robin",          "random",        "power_of_two", "consistent_hashing",
+      "prefix_hash",          "manual",        "bucket",       "cache_aware",
+      "cache_aware_feedback", "least_prefill", "oracle",       "sticky"};
   return names;
 }
 // Also accepted by make_router, not run by default.
@@ -273,23 +272,22 @@ inline std::unique_ptr<SimRouter> make_router(const std::string& name, const Sim
               name == "cache_aware" ? Feedback::kNone : Feedback::kCacheAware);
   }
   if (name.rfind("least_prefill", 0) == 0) {
-    const Feedback fb = name == "least_prefill"              ? Feedback::kLeastPrefill
+    const Feedback fb = name == "least_prefill"                  ? Feedback::kLeastPrefill
                         : name == "least_prefill_tree_feedback"  ? Feedback::kLeastPrefillTree
                         : name == "least_prefill_queue_feedback" ? Feedback::kLeastPrefillQueue
                         : name == "least_prefill_nofeedback"     ? Feedback::kNone
                                                                  : Feedback::kCacheAware;
     if (fb == Feedback::kCacheAware) return nullptr;
-    return kv(std::make_unique<LeastPrefill>(
-                  LeastPrefill::Options{.chars_per_token = cpt,
-                                        .queue_weight = cfg.lp_queue_weight,
-                                        .max_tree_size =
-                                            cfg.lp_tree_scale > 0
-                                                ? static_cast<std::uint64_t>(
-                                                      static_cast<double>(cfg.cache_tokens) *
-                                                      cpt * cfg.lp_tree_scale)
-                                                : LeastPrefill::Options{}.max_tree_size,
-                                        .clock = &clock,
-                                        .seed = seed}),
+    return kv(std::make_unique<LeastPrefill>(LeastPrefill::Options{
+                  .chars_per_token = cpt,
+                  .queue_weight = cfg.lp_queue_weight,
+                  .max_tree_size =
+                      cfg.lp_tree_scale > 0
+                          ? static_cast<std::uint64_t>(static_cast<double>(cfg.cache_tokens) * cpt *
+                                                       cfg.lp_tree_scale)
+                          : LeastPrefill::Options{}.max_tree_size,
+                  .clock = &clock,
+                  .seed = seed}),
               fb);
   }
   if (name == "oracle") return std::make_unique<OracleRouter>(seed, cfg.prefill_rate);
@@ -308,14 +306,14 @@ struct PolicyResult {
   std::vector<double> ttft;
   std::vector<int> server;
   std::vector<std::int64_t> cached;
-  std::vector<int> completions;  // times each request completed
+  std::vector<int> completions;              // times each request completed
   std::vector<std::int64_t> prefill_tokens;  // per server
 };
 
 inline double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+  const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
   return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
 }
 

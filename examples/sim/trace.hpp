@@ -36,10 +36,10 @@ struct SimRequest {
   double t = 0;  // arrival, seconds
   std::int64_t input_tokens = 0;
   std::int64_t output_tokens = 0;
-  std::vector<std::uint64_t> blocks;   // chained block ids (prefix hashes)
-  std::vector<std::uint64_t> ids;      // raw hash ids (block traces), for the text
-  std::string text;                    // text traces: the request's text
-  std::string session;                 // "" = none
+  std::vector<std::uint64_t> blocks;  // chained block ids (prefix hashes)
+  std::vector<std::uint64_t> ids;     // raw hash ids (block traces), for the text
+  std::string text;                   // text traces: the request's text
+  std::string session;                // "" = none
   bool session_inferred = false;
 
   // Tokens of block k.
@@ -62,7 +62,8 @@ class TraceError : public std::runtime_error {
 };
 
 inline std::uint64_t chain(std::uint64_t prev, std::uint64_t id) noexcept {
-  return kvroute::detail::splitmix64(prev * 0x9E3779B97F4A7C15ull ^ kvroute::detail::splitmix64(id));
+  return kvroute::detail::splitmix64(prev * 0x9E3779B97F4A7C15ull ^
+                                     kvroute::detail::splitmix64(id));
 }
 
 // Fills r.blocks from r.ids (block traces).
@@ -83,8 +84,8 @@ inline void chain_text(SimRequest& r, double chars_per_token) {
     h = chain(h, kvroute::detail::xxh64(piece));
     r.blocks.push_back(h);
   }
-  r.input_tokens = static_cast<std::int64_t>(
-      std::ceil(static_cast<double>(r.text.size()) / chars_per_token));
+  r.input_tokens =
+      static_cast<std::int64_t>(std::ceil(static_cast<double>(r.text.size()) / chars_per_token));
 }
 
 // The routing text of block traces: a fixed pseudo-random text per hash id,
@@ -139,8 +140,9 @@ class TextExpander {
 inline std::string read_file(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) {
-    throw TraceError(path + ": cannot open (TRACE is a file or a built-in generator: chat, agent, "
-                            "batch)");
+    throw TraceError(path +
+                     ": cannot open (TRACE is a file or a built-in generator: chat, agent, "
+                     "batch)");
   }
   std::string data;
   char buf[1 << 16];
@@ -231,7 +233,8 @@ inline Trace parse_jsonl(std::string_view data, const std::string& name, double 
       if (static_cast<std::int64_t>(r.ids.size()) < need) {
         // Traces re-blocked from full blocks only: pad with fresh ids.
         while (static_cast<std::int64_t>(r.ids.size()) < need) {
-          r.ids.push_back(kvroute::detail::splitmix64(0xFEED0000ull + line_no * 4096 + r.ids.size()));
+          r.ids.push_back(
+              kvroute::detail::splitmix64(0xFEED0000ull + line_no * 4096 + r.ids.size()));
         }
       }
       r.ids.resize(static_cast<std::size_t>(need));
@@ -270,7 +273,8 @@ inline constexpr GenSpec kGenerators[] = {
 };
 
 inline bool is_generator(std::string_view n) {
-  for (const GenSpec& g : kGenerators) if (g.name == n) return true;
+  for (const GenSpec& g : kGenerators)
+    if (g.name == n) return true;
   return false;
 }
 
@@ -343,7 +347,8 @@ inline Trace generate(std::string_view gen, std::size_t n, double chars_per_toke
     r.t = s.next_t;
     r.ids = s.ctx;
     r.session = s.name;
-    r.input_tokens = static_cast<std::int64_t>(s.ctx.size() - 1) * kBlockTokens + uni(64, kBlockTokens);
+    r.input_tokens =
+        static_cast<std::int64_t>(s.ctx.size() - 1) * kBlockTokens + uni(64, kBlockTokens);
     r.output_tokens = agent ? uni(50, 600) : uni(50, 500);
     chain_ids(r);
     tr.requests.push_back(std::move(r));

@@ -129,39 +129,38 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
                               .load_factor = cfg.prefix_hash_load_factor,
                               .seed = cfg.seed});
     case PolicyKind::kManual:
-      return AnyPolicy::make<Manual>(Manual::Options{
-          .mode = cfg.assignment_mode,
-          .max_idle = cfg.max_idle,
-          .eviction_interval = cfg.eviction_interval,
-          .clock = &clock,
-          .seed = cfg.seed});
+      return AnyPolicy::make<Manual>(Manual::Options{.mode = cfg.assignment_mode,
+                                                     .max_idle = cfg.max_idle,
+                                                     .eviction_interval = cfg.eviction_interval,
+                                                     .clock = &clock,
+                                                     .seed = cfg.seed});
     case PolicyKind::kBucket:
-      return AnyPolicy::make<Bucket>(Bucket::Options{
-          .balance_abs_threshold = cfg.balance_abs_threshold,
-          .balance_rel_threshold = cfg.balance_rel_threshold,
-          .adjust_interval = cfg.bucket_adjust_interval,
-          .clock = &clock,
-          .seed = cfg.seed});
+      return AnyPolicy::make<Bucket>(
+          Bucket::Options{.balance_abs_threshold = cfg.balance_abs_threshold,
+                          .balance_rel_threshold = cfg.balance_rel_threshold,
+                          .adjust_interval = cfg.bucket_adjust_interval,
+                          .clock = &clock,
+                          .seed = cfg.seed});
     case PolicyKind::kCacheAware:
-      return AnyPolicy::make<CacheAware>(CacheAware::Options{
-          .cache_threshold = cfg.cache_threshold,
-          .balance_abs_threshold = cfg.balance_abs_threshold,
-          .balance_rel_threshold = cfg.balance_rel_threshold,
-          .eviction_interval = cfg.eviction_interval,
-          .max_tree_size = cfg.max_tree_size,
-          .clock = &clock,
-          .seed = cfg.seed});
+      return AnyPolicy::make<CacheAware>(
+          CacheAware::Options{.cache_threshold = cfg.cache_threshold,
+                              .balance_abs_threshold = cfg.balance_abs_threshold,
+                              .balance_rel_threshold = cfg.balance_rel_threshold,
+                              .eviction_interval = cfg.eviction_interval,
+                              .max_tree_size = cfg.max_tree_size,
+                              .clock = &clock,
+                              .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
-      return AnyPolicy::make<LeastPrefill>(LeastPrefill::Options{
-          .chars_per_token = cfg.chars_per_token,
-          .queue_weight = cfg.queue_weight,
-          .eviction_interval = cfg.eviction_interval,
-          .max_tree_size = cfg.max_tree_size,
-          .clock = &clock,
-          .seed = cfg.seed});
+      return AnyPolicy::make<LeastPrefill>(
+          LeastPrefill::Options{.chars_per_token = cfg.chars_per_token,
+                                .queue_weight = cfg.queue_weight,
+                                .eviction_interval = cfg.eviction_interval,
+                                .max_tree_size = cfg.max_tree_size,
+                                .clock = &clock,
+                                .seed = cfg.seed});
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--policy: ", static_cast<int>(cfg.policy), " is not a policy"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--policy: ", static_cast<int>(cfg.policy), " is not a policy"));
 }
 
 KVROUTE_NAMESPACE_END

@@ -73,9 +73,9 @@ class CircuitBreaker {
     // Returns OK, or InvalidArgument naming the bad field and value.
     absl::Status Validate() const {
       auto bad = [](std::string_view field, auto v, std::string_view why) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "circuit breaker ", absl::string_view(field.data(), field.size()), ": ", v,
-            " ", absl::string_view(why.data(), why.size())));
+        return absl::InvalidArgumentError(
+            absl::StrCat("circuit breaker ", absl::string_view(field.data(), field.size()), ": ", v,
+                         " ", absl::string_view(why.data(), why.size())));
       };
       if (failure_threshold == 0) return bad("failure_threshold", 0, "must be > 0");
       if (success_threshold == 0) return bad("success_threshold", 0, "must be > 0");
@@ -181,8 +181,7 @@ class CircuitBreaker {
 
  private:
   void advance() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (state_ == State::kOpen &&
-        clock_->now().count() - opened_ns_ >= opt_.open_timeout.count()) {
+    if (state_ == State::kOpen && clock_->now().count() - opened_ns_ >= opt_.open_timeout.count()) {
       enter(State::kHalfOpen);
     }
   }
@@ -209,9 +208,12 @@ class CircuitBreaker {
 
 constexpr std::string_view to_string(CircuitBreaker::State s) noexcept {
   switch (s) {
-    case CircuitBreaker::State::kClosed: return "closed";
-    case CircuitBreaker::State::kOpen: return "open";
-    case CircuitBreaker::State::kHalfOpen: return "half_open";
+    case CircuitBreaker::State::kClosed:
+      return "closed";
+    case CircuitBreaker::State::kOpen:
+      return "open";
+    case CircuitBreaker::State::kHalfOpen:
+      return "half_open";
   }
   return "unknown";
 }

@@ -53,14 +53,11 @@ inline const Clock& Clock::steady() noexcept {
 // A clock that moves only when told to.
 class ManualClock final : public Clock {
  public:
-  explicit ManualClock(std::chrono::nanoseconds start = {}) noexcept
-      : ns_(start.count()) {}
+  explicit ManualClock(std::chrono::nanoseconds start = {}) noexcept : ns_(start.count()) {}
   std::chrono::nanoseconds now() const noexcept override {
     return std::chrono::nanoseconds(ns_.load(std::memory_order_acquire));
   }
-  void set(std::chrono::nanoseconds t) noexcept {
-    ns_.store(t.count(), std::memory_order_release);
-  }
+  void set(std::chrono::nanoseconds t) noexcept { ns_.store(t.count(), std::memory_order_release); }
   void advance(std::chrono::nanoseconds d) noexcept {
     ns_.fetch_add(d.count(), std::memory_order_acq_rel);
   }

@@ -70,53 +70,73 @@ enum class Branch : std::uint8_t {
 };
 
 inline constexpr std::array<Branch, 25> kAllBranches = {
-    Branch::kNoWorkers,       Branch::kNoHealthyWorkers,
-    Branch::kRoundRobin,      Branch::kRandom,
-    Branch::kPowerOfTwo,      Branch::kSingleWorker,
-    Branch::kTargetWorkerHit, Branch::kTargetWorkerMiss,
-    Branch::kRoutingKeyHit,   Branch::kImplicitKeyHit,
-    Branch::kBoundedLoadSpill, Branch::kRandomFallback,
-    Branch::kRingHit,         Branch::kLoadBalanceWalk,
-    Branch::kNoRoutingId,     Branch::kVacant,
-    Branch::kOccupiedHit,     Branch::kOccupiedMiss,
-    Branch::kBucketHit,       Branch::kBucketNeighbor,
-    Branch::kBucketImbalanced, Branch::kCacheHit,
-    Branch::kCacheMiss,       Branch::kImbalanced,
+    Branch::kNoWorkers,       Branch::kNoHealthyWorkers, Branch::kRoundRobin,
+    Branch::kRandom,          Branch::kPowerOfTwo,       Branch::kSingleWorker,
+    Branch::kTargetWorkerHit, Branch::kTargetWorkerMiss, Branch::kRoutingKeyHit,
+    Branch::kImplicitKeyHit,  Branch::kBoundedLoadSpill, Branch::kRandomFallback,
+    Branch::kRingHit,         Branch::kLoadBalanceWalk,  Branch::kNoRoutingId,
+    Branch::kVacant,          Branch::kOccupiedHit,      Branch::kOccupiedMiss,
+    Branch::kBucketHit,       Branch::kBucketNeighbor,   Branch::kBucketImbalanced,
+    Branch::kCacheHit,        Branch::kCacheMiss,        Branch::kImbalanced,
     Branch::kLeastPrefill,
 };
 
-static_assert(static_cast<std::size_t>(Branch::kLeastPrefill) + 1 ==
-                  kAllBranches.size(),
+static_assert(static_cast<std::size_t>(Branch::kLeastPrefill) + 1 == kAllBranches.size(),
               "kAllBranches must list every Branch");
 
 // Returns the branch's metric label, e.g. "routing_key_hit".
 constexpr std::string_view to_string(Branch b) noexcept {
   switch (b) {
-    case Branch::kNoWorkers: return "no_workers";
-    case Branch::kNoHealthyWorkers: return "no_healthy_workers";
-    case Branch::kRoundRobin: return "round_robin";
-    case Branch::kRandom: return "random";
-    case Branch::kPowerOfTwo: return "power_of_two";
-    case Branch::kSingleWorker: return "single_worker";
-    case Branch::kTargetWorkerHit: return "target_worker_hit";
-    case Branch::kTargetWorkerMiss: return "target_worker_miss";
-    case Branch::kRoutingKeyHit: return "routing_key_hit";
-    case Branch::kImplicitKeyHit: return "implicit_key_hit";
-    case Branch::kBoundedLoadSpill: return "bounded_load_spill";
-    case Branch::kRandomFallback: return "random_fallback";
-    case Branch::kRingHit: return "ring_hit";
-    case Branch::kLoadBalanceWalk: return "load_balance_walk";
-    case Branch::kNoRoutingId: return "no_routing_id";
-    case Branch::kVacant: return "vacant";
-    case Branch::kOccupiedHit: return "occupied_hit";
-    case Branch::kOccupiedMiss: return "occupied_miss";
-    case Branch::kBucketHit: return "bucket_hit";
-    case Branch::kBucketNeighbor: return "bucket_neighbor";
-    case Branch::kBucketImbalanced: return "bucket_imbalanced";
-    case Branch::kCacheHit: return "cache_hit";
-    case Branch::kCacheMiss: return "cache_miss";
-    case Branch::kImbalanced: return "imbalanced";
-    case Branch::kLeastPrefill: return "least_prefill";
+    case Branch::kNoWorkers:
+      return "no_workers";
+    case Branch::kNoHealthyWorkers:
+      return "no_healthy_workers";
+    case Branch::kRoundRobin:
+      return "round_robin";
+    case Branch::kRandom:
+      return "random";
+    case Branch::kPowerOfTwo:
+      return "power_of_two";
+    case Branch::kSingleWorker:
+      return "single_worker";
+    case Branch::kTargetWorkerHit:
+      return "target_worker_hit";
+    case Branch::kTargetWorkerMiss:
+      return "target_worker_miss";
+    case Branch::kRoutingKeyHit:
+      return "routing_key_hit";
+    case Branch::kImplicitKeyHit:
+      return "implicit_key_hit";
+    case Branch::kBoundedLoadSpill:
+      return "bounded_load_spill";
+    case Branch::kRandomFallback:
+      return "random_fallback";
+    case Branch::kRingHit:
+      return "ring_hit";
+    case Branch::kLoadBalanceWalk:
+      return "load_balance_walk";
+    case Branch::kNoRoutingId:
+      return "no_routing_id";
+    case Branch::kVacant:
+      return "vacant";
+    case Branch::kOccupiedHit:
+      return "occupied_hit";
+    case Branch::kOccupiedMiss:
+      return "occupied_miss";
+    case Branch::kBucketHit:
+      return "bucket_hit";
+    case Branch::kBucketNeighbor:
+      return "bucket_neighbor";
+    case Branch::kBucketImbalanced:
+      return "bucket_imbalanced";
+    case Branch::kCacheHit:
+      return "cache_hit";
+    case Branch::kCacheMiss:
+      return "cache_miss";
+    case Branch::kImbalanced:
+      return "imbalanced";
+    case Branch::kLeastPrefill:
+      return "least_prefill";
   }
   return "unknown";
 }
@@ -131,10 +151,14 @@ enum class NoWorker : std::uint8_t {
 
 constexpr std::string_view to_string(NoWorker r) noexcept {
   switch (r) {
-    case NoWorker::kNone: return "none";
-    case NoWorker::kNoWorkers: return "no_workers";
-    case NoWorker::kNoHealthyWorkers: return "no_healthy_workers";
-    case NoWorker::kPolicyMiss: return "policy_miss";
+    case NoWorker::kNone:
+      return "none";
+    case NoWorker::kNoWorkers:
+      return "no_workers";
+    case NoWorker::kNoHealthyWorkers:
+      return "no_healthy_workers";
+    case NoWorker::kPolicyMiss:
+      return "policy_miss";
   }
   return "unknown";
 }
@@ -155,9 +179,7 @@ struct Decision {
   static constexpr Decision pick(const Worker* w, Branch b) noexcept {
     return Decision{w, b, 0, 0};
   }
-  static constexpr Decision none(Branch b) noexcept {
-    return Decision{nullptr, b, 0, 0};
-  }
+  static constexpr Decision none(Branch b) noexcept { return Decision{nullptr, b, 0, 0}; }
 
   explicit constexpr operator bool() const noexcept { return worker != nullptr; }
   WorkerId id() const noexcept { return worker ? worker->id : WorkerId{}; }

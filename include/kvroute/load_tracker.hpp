@@ -170,8 +170,7 @@ class LoadTracker {
   // Records a load probe's answer for `id` (negative values clamp to 0).
   void report_load(WorkerId id, std::int64_t value) noexcept {
     if (Slot* s = slot_for_write(id)) {
-      s->reported.store(std::max<std::int64_t>(value, 0),
-                        std::memory_order_relaxed);
+      s->reported.store(std::max<std::int64_t>(value, 0), std::memory_order_relaxed);
     }
   }
   // Records that probing `id` failed: its reported load is then unusable,
@@ -189,8 +188,7 @@ class LoadTracker {
   }
   ReportedLoad reported(WorkerId id) const noexcept {
     const Slot* s = slot_for_read(id);
-    const std::int64_t v =
-        s ? s->reported.load(std::memory_order_relaxed) : kReportUnknown;
+    const std::int64_t v = s ? s->reported.load(std::memory_order_relaxed) : kReportUnknown;
     if (v == kReportUnknown) return {ReportedLoad::State::kUnknown, 0};
     if (v == kReportFailed) return {ReportedLoad::State::kFailed, 0};
     return {ReportedLoad::State::kKnown, v};
@@ -266,8 +264,7 @@ class LoadTracker {
     return key_shards_[detail::xxh64(k) % kKeyShards];
   }
 
-  void add_key(WorkerId id, Slot& s, std::string_view key,
-               std::string& out) noexcept {
+  void add_key(WorkerId id, Slot& s, std::string_view key, std::string& out) noexcept {
     // An allocation failure here only loses the distinct-key count.
     try {
       out.resize(sizeof(id.value) + key.size());

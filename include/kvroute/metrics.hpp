@@ -64,8 +64,7 @@ class Counter {
   // another component, such as a tree's removed units).
   void advance_to(std::uint64_t total) noexcept {
     std::uint64_t cur = v_.load(std::memory_order_relaxed);
-    while (cur < total &&
-           !v_.compare_exchange_weak(cur, total, std::memory_order_relaxed)) {
+    while (cur < total && !v_.compare_exchange_weak(cur, total, std::memory_order_relaxed)) {
     }
   }
   std::uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
@@ -92,8 +91,8 @@ class Histogram {
     counts_ = std::make_unique<std::atomic<std::uint64_t>[]>(bounds_.size() + 1);
   }
   void observe(double v) noexcept {
-    const auto i = static_cast<std::size_t>(
-        std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+    const auto i = static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
+                                            bounds_.begin());
     counts_[i].fetch_add(1, std::memory_order_relaxed);
     sum_.fetch_add(v, std::memory_order_relaxed);
   }
@@ -129,8 +128,8 @@ class MetricsRegistry {
   Gauge& gauge(std::string_view name, std::string_view help, Labels labels = {}) {
     return get<Gauge>(Type::kGauge, name, help, std::move(labels), {});
   }
-  Histogram& histogram(std::string_view name, std::string_view help,
-                       std::vector<double> bounds, Labels labels = {}) {
+  Histogram& histogram(std::string_view name, std::string_view help, std::vector<double> bounds,
+                       Labels labels = {}) {
     return get<Histogram>(Type::kHistogram, name, help, std::move(labels), std::move(bounds));
   }
 
@@ -139,8 +138,8 @@ class MetricsRegistry {
     detail::MutexLock lock(&mu_);
     std::string out;
     for (const Family& f : families_) {
-      absl::StrAppend(&out, "# HELP ", f.name, " ", escape(f.help, false), "\n# TYPE ",
-                      f.name, " ", detail::to_absl(type_name(f.type)), "\n");
+      absl::StrAppend(&out, "# HELP ", f.name, " ", escape(f.help, false), "\n# TYPE ", f.name, " ",
+                      detail::to_absl(type_name(f.type)), "\n");
       for (const Series& s : f.series) {
         switch (f.type) {
           case Type::kCounter:
@@ -158,9 +157,9 @@ class MetricsRegistry {
               absl::StrAppend(&out, f.name, "_bucket", label_text(s.labels, le), " ",
                               h->cumulative(i), "\n");
             }
-            absl::StrAppend(&out, f.name, "_sum", label_text(s.labels, {}), " ",
-                            number(h->sum()), "\n", f.name, "_count",
-                            label_text(s.labels, {}), " ", h->count(), "\n");
+            absl::StrAppend(&out, f.name, "_sum", label_text(s.labels, {}), " ", number(h->sum()),
+                            "\n", f.name, "_count", label_text(s.labels, {}), " ", h->count(),
+                            "\n");
             break;
           }
         }
@@ -271,8 +270,7 @@ class RouterMetrics {
         retries_(registry.counter("smg_worker_retries_total", "Attempts retried on another worker.",
                                   {{"policy", policy_}})),
         exhausted_(registry.counter("smg_worker_retries_exhausted_total",
-                                    "Requests that ran out of attempts.",
-                                    {{"policy", policy_}})) {
+                                    "Requests that ran out of attempts.", {{"policy", policy_}})) {
     for (std::size_t i = 0; i < kAllBranches.size(); ++i) {
       branches_[i] = &registry.counter(
           "kvroute_policy_branch_total", "Routing decisions by policy and decision branch.",
@@ -295,7 +293,8 @@ class RouterMetrics {
       const MetricsRegistry::Labels l = {{"worker", w.url}};
       registry_.gauge("smg_worker_requests_active", "Requests in flight per worker.", l)
           .set(static_cast<double>(load.in_flight(w.id)));
-      registry_.gauge("kvroute_worker_tokens_active", "Tokens carried by the requests in flight.", l)
+      registry_
+          .gauge("kvroute_worker_tokens_active", "Tokens carried by the requests in flight.", l)
           .set(static_cast<double>(load.in_flight_tokens(w.id)));
       registry_.gauge("kvroute_worker_processed", "Requests ever dispatched to the worker.", l)
           .set(static_cast<double>(load.processed(w.id)));
@@ -318,9 +317,9 @@ class RouterMetrics {
         .set(static_cast<double>(st.bytes));
     registry_.gauge("kvroute_tree_chars", "Distinct characters stored in the model's tree.", l)
         .set(static_cast<double>(st.units));
-    registry_.counter("kvroute_tree_evicted_chars_total",
-                      "Characters evicted from (or dropped by feedback or removal in) the tree.",
-                      l)
+    registry_
+        .counter("kvroute_tree_evicted_chars_total",
+                 "Characters evicted from (or dropped by feedback or removal in) the tree.", l)
         .advance_to(st.removed_units);
   }
 

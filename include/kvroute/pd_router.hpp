@@ -68,8 +68,7 @@ class PdRouter {
   // Selects the prefill worker, then the decode worker, each by its own
   // policy over its own pool; a retry passes the workers to avoid per leg.
   // The decode leg is not selected when the prefill leg found no worker.
-  PdSelection select(const RequestView& request,
-                     std::span<const WorkerId> exclude_prefill = {},
+  PdSelection select(const RequestView& request, std::span<const WorkerId> exclude_prefill = {},
                      std::span<const WorkerId> exclude_decode = {}) noexcept {
     PdSelection s;
     s.prefill = prefill_.select(request, exclude_prefill);

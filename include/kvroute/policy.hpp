@@ -98,9 +98,7 @@ struct ClusterView {
     return group ? group->members() : std::span<const Worker* const>{};
   }
   // The model whose group this is ("" for all workers).
-  std::string_view model() const noexcept {
-    return group ? group->model() : std::string_view{};
-  }
+  std::string_view model() const noexcept { return group ? group->model() : std::string_view{}; }
   // In-flight requests on `w` (0 without a tracker).
   std::int64_t in_flight(const Worker& w) const noexcept {
     return load ? load->in_flight(w.id) : 0;
@@ -108,24 +106,31 @@ struct ClusterView {
   // The "no worker" decision for an empty group or one with no eligible
   // worker.
   Decision no_worker() const noexcept {
-    return Decision::none(members().empty() ? Branch::kNoWorkers
-                                            : Branch::kNoHealthyWorkers);
+    return Decision::none(members().empty() ? Branch::kNoWorkers : Branch::kNoHealthyWorkers);
   }
 };
 
 template <class P>
 concept Policy = requires(P& p, const RequestView& r, const ClusterView& c) {
-  { p.name() } noexcept -> std::convertible_to<std::string_view>;
-  { p.choose(r, c) } noexcept -> std::same_as<Decision>;
+  { p.name() }
+  noexcept->std::convertible_to<std::string_view>;
+  { p.choose(r, c) }
+  noexcept->std::same_as<Decision>;
 };
 
 namespace detail {
 template <class P>
-concept HasWorkerAdded = requires(P& p, const Worker& w) { p.on_worker_added(w); };
+concept HasWorkerAdded = requires(P& p, const Worker& w) {
+  p.on_worker_added(w);
+};
 template <class P>
-concept HasWorkerRemoved = requires(P& p, WorkerId id) { p.on_worker_removed(id); };
+concept HasWorkerRemoved = requires(P& p, WorkerId id) {
+  p.on_worker_removed(id);
+};
 template <class P>
-concept HasMaintain = requires(P& p) { p.maintain(); };
+concept HasMaintain = requires(P& p) {
+  p.maintain();
+};
 }  // namespace detail
 
 // Calls the optional hooks when `P` has them; no-ops otherwise.

@@ -81,23 +81,31 @@ enum class PolicyKind : std::uint8_t {
 };
 
 inline constexpr std::array<PolicyKind, 9> kAllPolicyKinds = {
-    PolicyKind::kCacheAware, PolicyKind::kRoundRobin,  PolicyKind::kRandom,
-    PolicyKind::kPowerOfTwo, PolicyKind::kPrefixHash,  PolicyKind::kManual,
-    PolicyKind::kBucket,     PolicyKind::kConsistentHashing,
-    PolicyKind::kLeastPrefill,
+    PolicyKind::kCacheAware, PolicyKind::kRoundRobin,        PolicyKind::kRandom,
+    PolicyKind::kPowerOfTwo, PolicyKind::kPrefixHash,        PolicyKind::kManual,
+    PolicyKind::kBucket,     PolicyKind::kConsistentHashing, PolicyKind::kLeastPrefill,
 };
 
 constexpr std::string_view to_string(PolicyKind k) noexcept {
   switch (k) {
-    case PolicyKind::kCacheAware: return "cache_aware";
-    case PolicyKind::kRoundRobin: return "round_robin";
-    case PolicyKind::kRandom: return "random";
-    case PolicyKind::kPowerOfTwo: return "power_of_two";
-    case PolicyKind::kPrefixHash: return "prefix_hash";
-    case PolicyKind::kManual: return "manual";
-    case PolicyKind::kBucket: return "bucket";
-    case PolicyKind::kConsistentHashing: return "consistent_hashing";
-    case PolicyKind::kLeastPrefill: return "least_prefill";
+    case PolicyKind::kCacheAware:
+      return "cache_aware";
+    case PolicyKind::kRoundRobin:
+      return "round_robin";
+    case PolicyKind::kRandom:
+      return "random";
+    case PolicyKind::kPowerOfTwo:
+      return "power_of_two";
+    case PolicyKind::kPrefixHash:
+      return "prefix_hash";
+    case PolicyKind::kManual:
+      return "manual";
+    case PolicyKind::kBucket:
+      return "bucket";
+    case PolicyKind::kConsistentHashing:
+      return "consistent_hashing";
+    case PolicyKind::kLeastPrefill:
+      return "least_prefill";
   }
   return "unknown";
 }
@@ -107,9 +115,12 @@ enum class AssignmentMode : std::uint8_t { kRandom, kMinLoad, kMinGroup };
 
 constexpr std::string_view to_string(AssignmentMode m) noexcept {
   switch (m) {
-    case AssignmentMode::kRandom: return "random";
-    case AssignmentMode::kMinLoad: return "min_load";
-    case AssignmentMode::kMinGroup: return "min_group";
+    case AssignmentMode::kRandom:
+      return "random";
+    case AssignmentMode::kMinLoad:
+      return "min_load";
+    case AssignmentMode::kMinGroup:
+      return "min_group";
   }
   return "unknown";
 }
@@ -128,21 +139,21 @@ inline absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
     }
     if (candidate == squashed) return k;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--policy: '", absl::CHexEscape(absl::string_view(name.data(), name.size())),
-      "' is not a policy (expected one of cache_aware, round_robin, random, "
-      "power_of_two, prefix_hash, manual, bucket, consistent_hashing, "
-      "least_prefill)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--policy: '", absl::CHexEscape(absl::string_view(name.data(), name.size())),
+                   "' is not a policy (expected one of cache_aware, round_robin, random, "
+                   "power_of_two, prefix_hash, manual, bucket, consistent_hashing, "
+                   "least_prefill)"));
 }
 
 inline absl::StatusOr<AssignmentMode> ParseAssignmentMode(std::string_view s) {
-  for (AssignmentMode m : {AssignmentMode::kRandom, AssignmentMode::kMinLoad,
-                           AssignmentMode::kMinGroup}) {
+  for (AssignmentMode m :
+       {AssignmentMode::kRandom, AssignmentMode::kMinLoad, AssignmentMode::kMinGroup}) {
     if (detail::ascii_iequals(s, to_string(m))) return m;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--assignment-mode: '", absl::CHexEscape(absl::string_view(s.data(), s.size())),
-      "' is not an assignment mode (expected random, min_load or min_group)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--assignment-mode: '", absl::CHexEscape(absl::string_view(s.data(), s.size())),
+                   "' is not an assignment mode (expected random, min_load or min_group)"));
 }
 
 struct PolicyConfig {
@@ -188,12 +199,12 @@ inline constexpr std::int64_t kMaxConfigSeconds = std::int64_t{1} << 32;
 
 inline std::string show(double v) { return absl::StrCat(v); }
 
-inline absl::Status bad(std::string_view field, std::string_view flag,
-                        const std::string& value, std::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(absl::string_view(field.data(), field.size()), " (",
-                   absl::string_view(flag.data(), flag.size()), "): ", value,
-                   " ", absl::string_view(why.data(), why.size())));
+inline absl::Status bad(std::string_view field, std::string_view flag, const std::string& value,
+                        std::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(absl::string_view(field.data(), field.size()),
+                                                 " (", absl::string_view(flag.data(), flag.size()),
+                                                 "): ", value, " ",
+                                                 absl::string_view(why.data(), why.size())));
 }
 
 }  // namespace detail
@@ -202,17 +213,14 @@ inline absl::Status PolicyConfig::Validate() const {
   using detail::bad;
   using detail::show;
   if (!(cache_threshold >= 0.0 && cache_threshold <= 1.0)) {
-    return bad("cache_threshold", "--cache-threshold", show(cache_threshold),
-               "is outside [0, 1]");
+    return bad("cache_threshold", "--cache-threshold", show(cache_threshold), "is outside [0, 1]");
   }
   if (!(balance_rel_threshold >= 1.0) || std::isinf(balance_rel_threshold)) {
-    return bad("balance_rel_threshold", "--balance-rel-threshold",
-               show(balance_rel_threshold), "must be finite and >= 1");
+    return bad("balance_rel_threshold", "--balance-rel-threshold", show(balance_rel_threshold),
+               "must be finite and >= 1");
   }
-  if (eviction_interval.count() <= 0 ||
-      eviction_interval.count() >= detail::kMaxConfigSeconds) {
-    return bad("eviction_interval", "--eviction-interval",
-               absl::StrCat(eviction_interval.count()),
+  if (eviction_interval.count() <= 0 || eviction_interval.count() >= detail::kMaxConfigSeconds) {
+    return bad("eviction_interval", "--eviction-interval", absl::StrCat(eviction_interval.count()),
                "must be in [1, 2^32) seconds");
   }
   if (max_tree_size == 0) {
@@ -232,17 +240,15 @@ inline absl::Status PolicyConfig::Validate() const {
   if (bucket_adjust_interval.count() < 1 ||
       bucket_adjust_interval.count() >= detail::kMaxConfigSeconds) {
     return bad("bucket_adjust_interval", "--bucket-adjust-interval-secs",
-               absl::StrCat(bucket_adjust_interval.count()),
-               "must be in [1, 2^32) seconds");
+               absl::StrCat(bucket_adjust_interval.count()), "must be in [1, 2^32) seconds");
   }
   if (!(bounded_load_factor == 0.0 ||
         (bounded_load_factor >= 1.0 && !std::isinf(bounded_load_factor)))) {
-    return bad("bounded_load_factor", "--bounded-load-factor",
-               show(bounded_load_factor), "must be 0 (off) or finite and >= 1");
+    return bad("bounded_load_factor", "--bounded-load-factor", show(bounded_load_factor),
+               "must be 0 (off) or finite and >= 1");
   }
   if (!(queue_weight >= 0.0) || std::isinf(queue_weight)) {
-    return bad("queue_weight", "--queue-weight", show(queue_weight),
-               "must be finite and >= 0");
+    return bad("queue_weight", "--queue-weight", show(queue_weight), "must be finite and >= 0");
   }
   if (!(chars_per_token > 0.0) || std::isinf(chars_per_token)) {
     return bad("chars_per_token", "--chars-per-token", show(chars_per_token),
@@ -254,43 +260,36 @@ inline absl::Status PolicyConfig::Validate() const {
 namespace detail {
 
 inline std::string quoted(std::string_view v) {
-  return absl::StrCat("'", absl::CHexEscape(absl::string_view(v.data(), v.size())),
-                      "'");
+  return absl::StrCat("'", absl::CHexEscape(absl::string_view(v.data(), v.size())), "'");
 }
 
-inline absl::Status parse_value(std::string_view flag, std::string_view v,
-                                double& out) {
+inline absl::Status parse_value(std::string_view flag, std::string_view v, double& out) {
   double d;
-  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &d) ||
-      std::isnan(d)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(absl::string_view(flag.data(), flag.size()), ": ",
-                     quoted(v), " is not a number"));
+  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &d) || std::isnan(d)) {
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": ", quoted(v), " is not a number"));
   }
   out = d;
   return absl::OkStatus();
 }
 
-inline absl::Status parse_value(std::string_view flag, std::string_view v,
-                                std::uint64_t& out) {
+inline absl::Status parse_value(std::string_view flag, std::string_view v, std::uint64_t& out) {
   std::uint64_t u;
   if (!absl::SimpleAtoi(absl::string_view(v.data(), v.size()), &u)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        absl::string_view(flag.data(), flag.size()), ": ", quoted(v),
-        " is not a non-negative integer"));
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": ", quoted(v),
+                                                   " is not a non-negative integer"));
   }
   out = u;
   return absl::OkStatus();
 }
 
-inline absl::Status parse_value(std::string_view flag, std::string_view v,
-                                std::uint32_t& out) {
+inline absl::Status parse_value(std::string_view flag, std::string_view v, std::uint32_t& out) {
   std::uint64_t u = 0;
   if (absl::Status s = parse_value(flag, v, u); !s.ok()) return s;
   if (u > 0xFFFFFFFFu) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(absl::string_view(flag.data(), flag.size()), ": ",
-                     quoted(v), " is larger than 4294967295"));
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": ", quoted(v), " is larger than 4294967295"));
   }
   out = static_cast<std::uint32_t>(u);
   return absl::OkStatus();
@@ -301,9 +300,8 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
   std::uint64_t u = 0;
   if (absl::Status s = parse_value(flag, v, u); !s.ok()) return s;
   if (u >= static_cast<std::uint64_t>(kMaxConfigSeconds)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(absl::string_view(flag.data(), flag.size()), ": ",
-                     quoted(v), " seconds is more than 2^32"));
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": ", quoted(v), " seconds is more than 2^32"));
   }
   out = std::chrono::seconds(static_cast<std::int64_t>(u));
   return absl::OkStatus();
@@ -316,9 +314,8 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
 // `--flag=value`; a following separate value cannot be attributed and is
 // kept too) when `unparsed` is non-null, and are an error otherwise. The
 // result has been validated.
-inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
-    std::span<const std::string_view> args,
-    std::vector<std::string>* unparsed = nullptr) {
+inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(std::span<const std::string_view> args,
+                                                     std::vector<std::string>* unparsed = nullptr) {
   PolicyConfig cfg;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -327,8 +324,8 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
         unparsed->emplace_back(arg);
         continue;
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "argument ", i, ": ", detail::quoted(arg), " is not a --flag"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("argument ", i, ": ", detail::quoted(arg), " is not a --flag"));
     }
     std::string_view name = arg.substr(2);
     std::optional<std::string_view> inline_value;
@@ -345,15 +342,13 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
         return absl::OkStatus();
       }
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", absl::string_view(name.data(), name.size()),
-            ": missing value"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", absl::string_view(name.data(), name.size()), ": missing value"));
       }
       out = args[++i];
       return absl::OkStatus();
     };
-    const std::string flag =
-        absl::StrCat("--", absl::string_view(name.data(), name.size()));
+    const std::string flag = absl::StrCat("--", absl::string_view(name.data(), name.size()));
     std::string_view v;
     absl::Status s;
     auto number = [&](auto& field) {
@@ -364,7 +359,10 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
       s = value(v);
       if (s.ok()) {
         auto k = ParsePolicyKind(v);
-        if (k.ok()) cfg.policy = *k; else s = k.status();
+        if (k.ok())
+          cfg.policy = *k;
+        else
+          s = k.status();
       }
     } else if (name == "cache-threshold") {
       number(cfg.cache_threshold);
@@ -382,7 +380,10 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
       s = value(v);
       if (s.ok()) {
         auto m = ParseAssignmentMode(v);
-        if (m.ok()) cfg.assignment_mode = *m; else s = m.status();
+        if (m.ok())
+          cfg.assignment_mode = *m;
+        else
+          s = m.status();
       }
     } else if (name == "prefix-token-count") {
       number(cfg.prefix_token_count);
@@ -402,8 +403,7 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
       unparsed->emplace_back(arg);
       continue;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": unknown flag"));
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": unknown flag"));
     }
     if (!s.ok()) return s;
   }
@@ -412,9 +412,8 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
 }
 
 // Convenience for main(): skips argv[0].
-inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(
-    int argc, const char* const* argv,
-    std::vector<std::string>* unparsed = nullptr) {
+inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(int argc, const char* const* argv,
+                                                     std::vector<std::string>* unparsed = nullptr) {
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   return ParsePolicyFlags(args, unparsed);

@@ -299,9 +299,7 @@ class RadixCandidates {
       ++i_;
       return t;
     }
-    friend bool operator==(const iterator& a, const iterator& b) noexcept {
-      return a.i_ == b.i_;
-    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
 
    private:
     const RadixCandidates* c_ = nullptr;
@@ -430,8 +428,7 @@ class BasicApproxRadixTree {
     }
     if (s == Step::kOutOfMemory) r.status = InsertStatus::kOutOfMemory;
     if (s == Step::kRestart) r.status = InsertStatus::kContended;
-    if (budget_ != kUnlimitedBudget &&
-        ts->size.load(std::memory_order_relaxed) > budget_) {
+    if (budget_ != kUnlimitedBudget && ts->size.load(std::memory_order_relaxed) > budget_) {
       std::lock_guard<std::mutex> m(ts->maint_mu);
       const std::size_t b = budget_;
       evict_loop(*ts, [b](const TenantState& st, const Claim&) {
@@ -445,8 +442,8 @@ class BasicApproxRadixTree {
   // those holding the deepest matched node with `choose` (see RadixChooser),
   // then stamps the chosen tenant's path with a fresh recency. Never throws.
   template <class Chooser>
-    requires RadixChooser<Chooser>
-  MatchResult match(sequence_type seq, Chooser&& choose) noexcept {
+  requires RadixChooser<Chooser> MatchResult match(sequence_type seq, Chooser&& choose)
+  noexcept {
     MatchResult r;
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
@@ -608,8 +605,8 @@ class BasicApproxRadixTree {
   // The maintained size of every registered tenant, ascending id. Allocates.
   std::vector<TenantSize> tenant_sizes() const {
     std::vector<TenantSize> out;
-    for (const TenantState* ts = registry_.load(std::memory_order_acquire);
-         ts != nullptr; ts = ts->next_state) {
+    for (const TenantState* ts = registry_.load(std::memory_order_acquire); ts != nullptr;
+         ts = ts->next_state) {
       if (ts->registered.load(std::memory_order_relaxed)) {
         out.push_back({ts->id, ts->size.load(std::memory_order_relaxed)});
       }
@@ -619,9 +616,7 @@ class BasicApproxRadixTree {
     return out;
   }
 
-  std::size_t tenant_count() const noexcept {
-    return registered_.load(std::memory_order_relaxed);
-  }
+  std::size_t tenant_count() const noexcept { return registered_.load(std::memory_order_relaxed); }
 
   // Never allocates; each field is read atomically but not all at once.
   RadixTreeStats stats() const noexcept {
@@ -712,14 +707,14 @@ class BasicApproxRadixTree {
   struct TenantState {
     explicit TenantState(TenantId i) noexcept : id(i) {}
     const TenantId id;
-    std::mutex lru_mu;    // guards head, tail and every claim's links
-    std::mutex maint_mu;  // serialises evict/drop/remove for this tenant
-    Claim* head = nullptr;  // most recent
-    Claim* tail = nullptr;  // least recent: always a leaf for this tenant
-    std::atomic<std::size_t> size{0};    // written under lru_mu
-    std::atomic<std::size_t> listed{0};  // claims in the list; under lru_mu
-    std::atomic<bool> registered{false}; // written under the root's lock
-    TenantState* next_state = nullptr;   // registry list; immutable once published
+    std::mutex lru_mu;                    // guards head, tail and every claim's links
+    std::mutex maint_mu;                  // serialises evict/drop/remove for this tenant
+    Claim* head = nullptr;                // most recent
+    Claim* tail = nullptr;                // least recent: always a leaf for this tenant
+    std::atomic<std::size_t> size{0};     // written under lru_mu
+    std::atomic<std::size_t> listed{0};   // claims in the list; under lru_mu
+    std::atomic<bool> registered{false};  // written under the root's lock
+    TenantState* next_state = nullptr;    // registry list; immutable once published
   };
 
   struct TenantLeaf {
@@ -939,26 +934,41 @@ class BasicApproxRadixTree {
   // --- the LRU list (under the tenant's lru_mu) ----------------------------
 
   static void list_unlink(TenantState& ts, Claim* c) noexcept {
-    if (c->prev != nullptr) c->prev->next = c->next; else ts.head = c->next;
-    if (c->next != nullptr) c->next->prev = c->prev; else ts.tail = c->prev;
+    if (c->prev != nullptr)
+      c->prev->next = c->next;
+    else
+      ts.head = c->next;
+    if (c->next != nullptr)
+      c->next->prev = c->prev;
+    else
+      ts.tail = c->prev;
     c->prev = c->next = nullptr;
   }
   static void list_push_front(TenantState& ts, Claim* c) noexcept {
     c->prev = nullptr;
     c->next = ts.head;
-    if (ts.head != nullptr) ts.head->prev = c; else ts.tail = c;
+    if (ts.head != nullptr)
+      ts.head->prev = c;
+    else
+      ts.tail = c;
     ts.head = c;
   }
   static void list_insert_after(TenantState& ts, Claim* pos, Claim* c) noexcept {
     c->prev = pos;
     c->next = pos->next;
-    if (pos->next != nullptr) pos->next->prev = c; else ts.tail = c;
+    if (pos->next != nullptr)
+      pos->next->prev = c;
+    else
+      ts.tail = c;
     pos->next = c;
   }
   static void list_insert_before(TenantState& ts, Claim* pos, Claim* c) noexcept {
     c->next = pos;
     c->prev = pos->prev;
-    if (pos->prev != nullptr) pos->prev->next = c; else ts.head = c;
+    if (pos->prev != nullptr)
+      pos->prev->next = c;
+    else
+      ts.head = c;
     pos->prev = c;
   }
 
@@ -967,7 +977,10 @@ class BasicApproxRadixTree {
   // sorted by recency and every claim stays behind its ancestors.
   static void link_below(TenantState& ts, Claim* c) noexcept {
     Claim* up = c->up;
-    if (up->up == nullptr) list_push_front(ts, c); else list_insert_after(ts, up, c);
+    if (up->up == nullptr)
+      list_push_front(ts, c);
+    else
+      list_insert_after(ts, up, c);
     c->recency.store(up->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 
@@ -1204,7 +1217,7 @@ class BasicApproxRadixTree {
               x->lock.unlock();
               return Step::kRestart;
             }
-            xc = now;  // the same claim, or its copy if x was split meanwhile
+            xc = now;                   // the same claim, or its copy if x was split meanwhile
           } else if (now != nullptr) {  // another insert of t added it
             xc = now;
             unpin(ts, pin);
@@ -1310,7 +1323,10 @@ class BasicApproxRadixTree {
           std::lock_guard<std::mutex> g(ts.lru_mu);
           r.recency = stamp_path(ts, xc);
         }
-        if (excl) x->lock.unlock(); else x->lock.unlock_shared();
+        if (excl)
+          x->lock.unlock();
+        else
+          x->lock.unlock_shared();
         return Step::kDone;
       }
 
@@ -1373,8 +1389,7 @@ class BasicApproxRadixTree {
       bool stop = false;
       {
         std::lock_guard<std::mutex> g(ts.lru_mu);
-        moved = ts.tail != c || c->node != nd || c->up != up || up->node != parent ||
-                c->pins != 0;
+        moved = ts.tail != c || c->node != nd || c->up != up || up->node != parent || c->pins != 0;
         if (!moved && !more(ts, *c)) stop = true;
         if (!moved && !stop) {
           list_unlink(ts, c);
@@ -1466,7 +1481,8 @@ class BasicApproxRadixTree {
         const Claim* pc = p->find_claim(t);
         if (pc == nullptr) return fail("a tenant holds a node but not its parent");
         if (c->up != pc) return fail("a claim's parent claim is not on the parent node");
-        if (c->recency.load() > pc->recency.load()) return fail("a node is more recent than its parent");
+        if (c->recency.load() > pc->recency.load())
+          return fail("a node is more recent than its parent");
         auto s = std::lower_bound(sizes.begin(), sizes.end(), t,
                                   [](const TenantSize& a, TenantId v) { return a.tenant < v; });
         if (s == sizes.end() || s->tenant != t) s = sizes.insert(s, {t, 0});

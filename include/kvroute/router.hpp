@@ -48,9 +48,7 @@ struct Selection {
   std::shared_ptr<const WorkerSnapshot> snapshot;
   Decision decision;
 
-  explicit operator bool() const noexcept {
-    return static_cast<bool>(decision);
-  }
+  explicit operator bool() const noexcept { return static_cast<bool>(decision); }
   // Requires *this.
   const Worker& worker() const noexcept { return *decision.worker; }
 };
@@ -71,8 +69,7 @@ class Router {
     if (id.ok()) announce({&*id, 1});
     return id;
   }
-  absl::StatusOr<std::vector<WorkerId>> add_workers(
-      std::span<const WorkerSpec> specs) {
+  absl::StatusOr<std::vector<WorkerId>> add_workers(std::span<const WorkerSpec> specs) {
     auto ids = workers_.add(specs);
     if (ids.ok()) announce(*ids);
     return ids;
@@ -85,14 +82,11 @@ class Router {
   }
   // See WorkerSet::set_healthy. Health flips keep the policy's state (a
   // worker that is briefly unhealthy keeps its cache history).
-  absl::Status set_healthy(WorkerId id, bool healthy) {
-    return workers_.set_healthy(id, healthy);
-  }
+  absl::Status set_healthy(WorkerId id, bool healthy) { return workers_.set_healthy(id, healthy); }
 
   // One routing decision over the current snapshot, never choosing a
   // worker in `excluded` (for a retry). Never throws.
-  Selection select(const RequestView& request,
-                   std::span<const WorkerId> excluded = {}) noexcept {
+  Selection select(const RequestView& request, std::span<const WorkerId> excluded = {}) noexcept {
     Selection s{workers_.snapshot(), {}};
     s.decision = select_worker(policy_, request, *s.snapshot, load_, excluded);
     return s;

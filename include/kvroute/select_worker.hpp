@@ -67,8 +67,7 @@ template <Policy P>
 // thread-local buffer to the largest group seen.
 template <Policy P>
 [[nodiscard]] Decision select_worker(P& policy, const RequestView& request,
-                                     const WorkerSnapshot& snapshot,
-                                     const LoadTracker& load,
+                                     const WorkerSnapshot& snapshot, const LoadTracker& load,
                                      std::span<const WorkerId> excluded) noexcept {
   if (excluded.empty()) return select_worker(policy, request, snapshot, load);
   const ModelGroup& group = snapshot.group(request.model);

@@ -53,9 +53,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "kvroute/config.hpp"
-#include "kvroute/detail/mutex.hpp"
 #include "kvroute/detail/ascii.hpp"
 #include "kvroute/detail/hash_ring.hpp"
+#include "kvroute/detail/mutex.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 
@@ -84,9 +84,9 @@ inline constexpr std::size_t kMaxModelBytes = 1024;
 struct Worker {
   WorkerId id{};
   std::string url{};
-  std::string model{};  // empty: serves every model
-  bool healthy = true;         // the host's health checks
-  bool circuit_open = false;   // a circuit breaker keeps it out (circuit_breaker.hpp)
+  std::string model{};        // empty: serves every model
+  bool healthy = true;        // the host's health checks
+  bool circuit_open = false;  // a circuit breaker keeps it out (circuit_breaker.hpp)
 
   // Eligible for selection: healthy and not held out by its breaker.
   constexpr bool available() const noexcept { return healthy && !circuit_open; }
@@ -207,9 +207,8 @@ class WorkerSnapshot {
 
   // Returns the worker with `id`, or null. Complexity: O(log n).
   const Worker* find(WorkerId id) const noexcept {
-    auto it = std::lower_bound(
-        workers_.begin(), workers_.end(), id,
-        [](const Worker& w, WorkerId v) { return w.id < v; });
+    auto it = std::lower_bound(workers_.begin(), workers_.end(), id,
+                               [](const Worker& w, WorkerId v) { return w.id < v; });
     return (it != workers_.end() && it->id == id) ? &*it : nullptr;
   }
 
@@ -231,11 +230,11 @@ class WorkerSnapshot {
  private:
   friend class WorkerSet;
 
-  static std::shared_ptr<const WorkerSnapshot> make(
-      std::vector<Worker> workers, std::uint64_t generation,
-      const WorkerSnapshot* previous) {
-    return std::make_shared<const WorkerSnapshot>(Passkey{}, std::move(workers),
-                                                  generation, previous);
+  static std::shared_ptr<const WorkerSnapshot> make(std::vector<Worker> workers,
+                                                    std::uint64_t generation,
+                                                    const WorkerSnapshot* previous) {
+    return std::make_shared<const WorkerSnapshot>(Passkey{}, std::move(workers), generation,
+                                                  previous);
   }
 
   void finish(ModelGroup& g, const ModelGroup* prev) {
@@ -289,19 +288,18 @@ class WorkerSet {
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (absl::Status s = validate(specs[i], i, specs.size()); !s.ok()) return s;
       if (const Worker* w = cur->find_url(specs[i].url); w != nullptr) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("worker url: '", specs[i].url,
-                         "' is already registered as worker ", w->id.value));
+        return absl::AlreadyExistsError(absl::StrCat(
+            "worker url: '", specs[i].url, "' is already registered as worker ", w->id.value));
       }
       if (!seen.insert(specs[i].url).second) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "worker url: '", specs[i].url, "' appears twice in one add"));
+        return absl::AlreadyExistsError(
+            absl::StrCat("worker url: '", specs[i].url, "' appears twice in one add"));
       }
     }
     if (specs.size() > kMaxWorkerIds - next_id_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "worker id: this WorkerSet has handed out ", next_id_,
-          " ids and may hand out at most ", kMaxWorkerIds));
+      return absl::ResourceExhaustedError(absl::StrCat("worker id: this WorkerSet has handed out ",
+                                                       next_id_, " ids and may hand out at most ",
+                                                       kMaxWorkerIds));
     }
     std::vector<Worker> next(cur->workers().begin(), cur->workers().end());
     std::vector<WorkerId> ids;
@@ -333,29 +331,25 @@ class WorkerSet {
 
   // Marks a worker healthy or unhealthy; a no-op when unchanged.
   // Returns NotFound for an id that is not registered.
-  absl::Status set_healthy(WorkerId id, bool healthy)
-      ABSL_LOCKS_EXCLUDED(write_mu_) {
+  absl::Status set_healthy(WorkerId id, bool healthy) ABSL_LOCKS_EXCLUDED(write_mu_) {
     return update(id, [healthy](Worker& w) { w.healthy = healthy; });
   }
 
   // Holds a worker out of selection (or lets it back in) on behalf of its
   // circuit breaker, independently of its health; a no-op when unchanged.
   // Returns NotFound for an id that is not registered.
-  absl::Status set_circuit_open(WorkerId id, bool open)
-      ABSL_LOCKS_EXCLUDED(write_mu_) {
+  absl::Status set_circuit_open(WorkerId id, bool open) ABSL_LOCKS_EXCLUDED(write_mu_) {
     return update(id, [open](Worker& w) { w.circuit_open = open; });
   }
 
   // Returns the current snapshot. Never allocates; takes a reader lock for
   // the length of one reference-count increment.
-  std::shared_ptr<const WorkerSnapshot> snapshot() const
-      ABSL_LOCKS_EXCLUDED(read_mu_) {
+  std::shared_ptr<const WorkerSnapshot> snapshot() const ABSL_LOCKS_EXCLUDED(read_mu_) {
     return current();
   }
 
  private:
-  std::shared_ptr<const WorkerSnapshot> current() const
-      ABSL_LOCKS_EXCLUDED(read_mu_) {
+  std::shared_ptr<const WorkerSnapshot> current() const ABSL_LOCKS_EXCLUDED(read_mu_) {
     detail::ReaderMutexLock read(&read_mu_);
     return current_;
   }
@@ -381,38 +375,30 @@ class WorkerSet {
   }
 
   static absl::Status not_found(WorkerId id) {
-    return absl::NotFoundError(
-        absl::StrCat("worker id: ", id.value, " is not registered"));
+    return absl::NotFoundError(absl::StrCat("worker id: ", id.value, " is not registered"));
   }
 
-  static absl::Status validate(const WorkerSpec& s, std::size_t i,
-                               std::size_t n) {
+  static absl::Status validate(const WorkerSpec& s, std::size_t i, std::size_t n) {
     const std::string where =
         n > 1 ? absl::StrCat(" (worker ", i, " of the batch)") : std::string();
     if (s.url.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("worker url: must not be empty", where));
+      return absl::InvalidArgumentError(absl::StrCat("worker url: must not be empty", where));
     }
     if (s.url.size() > kMaxWorkerUrlBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("worker url: ", s.url.size(), " bytes exceeds the limit of ",
-                       kMaxWorkerUrlBytes, where));
-    }
-    if (detail::has_control_byte(s.url) ||
-        s.url.find(' ') != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "worker url: '", absl::CHexEscape(s.url),
-          "' contains a space or control byte", where));
+          "worker url: ", s.url.size(), " bytes exceeds the limit of ", kMaxWorkerUrlBytes, where));
+    }
+    if (detail::has_control_byte(s.url) || s.url.find(' ') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("worker url: '", absl::CHexEscape(s.url),
+                                                     "' contains a space or control byte", where));
     }
     if (s.model.size() > kMaxModelBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("worker model: ", s.model.size(),
-                       " bytes exceeds the limit of ", kMaxModelBytes, where));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker model: ", s.model.size(), " bytes exceeds the limit of ", kMaxModelBytes, where));
     }
     if (detail::has_control_byte(s.model)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("worker model: '", absl::CHexEscape(s.model),
-                       "' contains a control byte", where));
+      return absl::InvalidArgumentError(absl::StrCat("worker model: '", absl::CHexEscape(s.model),
+                                                     "' contains a control byte", where));
     }
     return absl::OkStatus();
   }

@@ -7,9 +7,7 @@
 
 struct Thrower {
   std::string_view name() const noexcept { return "thrower"; }
-  kvroute::Decision choose(const kvroute::RequestView&, const kvroute::ClusterView&) {
-    return {};
-  }
+  kvroute::Decision choose(const kvroute::RequestView&, const kvroute::ClusterView&) { return {}; }
 };
 
 int main() {

@@ -132,7 +132,8 @@ TEST_CASE("radix tree stress: chat routing with concurrent eviction, drops and r
           tree.evict(500 + gen.rng() % 3000);
         } else if (r < 14) {
           const auto now = tree.now();
-          tree.drop_older_than(static_cast<TenantId>(gen.rng() % kTenants), now - std::min<std::uint64_t>(now, 200));
+          tree.drop_older_than(static_cast<TenantId>(gen.rng() % kTenants),
+                               now - std::min<std::uint64_t>(now, 200));
         } else {
           tree.remove_tenant(static_cast<TenantId>(gen.rng() % kTenants));
         }
@@ -178,9 +179,15 @@ TEST_CASE("radix tree stress: tiny alphabet, one hot path, evict(0) racing inser
       int round = 0;
       while (writers_done.load() < kWriters) {
         switch (round++ % 8) {
-          case 0: tree.remove_tenant(static_cast<TenantId>(rng() % 3)); break;
-          case 1: tree.drop_older_than(static_cast<TenantId>(rng() % 3), tree.now()); break;
-          default: tree.evict(rng() % 4); break;
+          case 0:
+            tree.remove_tenant(static_cast<TenantId>(rng() % 3));
+            break;
+          case 1:
+            tree.drop_older_than(static_cast<TenantId>(rng() % 3), tree.now());
+            break;
+          default:
+            tree.evict(rng() % 4);
+            break;
         }
       }
     }

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <new>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
@@ -55,17 +55,14 @@ std::vector<WorkerId> owners(const std::vector<std::pair<WorkerId, Bucket::Range
 }
 
 // Routes one request of `len` ASCII characters; returns the decision.
-kvroute::Decision route(Cluster& c, Bucket& p, std::size_t len,
-                        std::string_view model = {}) {
+kvroute::Decision route(Cluster& c, Bucket& p, std::size_t len, std::string_view model = {}) {
   const std::string text(len, 'x');
   return c.select(p, kvroute::RequestView{.text = text, .model = model});
 }
 void route_all(Cluster& c, Bucket& p, std::initializer_list<std::size_t> lens) {
   for (std::size_t len : lens) route(c, p, len);
 }
-int route_index(Cluster& c, Bucket& p, std::size_t len) {
-  return c.index_of(route(c, p, len));
-}
+int route_index(Cluster& c, Bucket& p, std::size_t len) { return c.index_of(route(c, p, len)); }
 
 }  // namespace
 
@@ -89,7 +86,8 @@ TEST_CASE("bucket: rebucket, the spec's worked example", "[bucket][boundaries]")
         std::vector<std::uint64_t>{0, 20, 21, 26, 27, MAX});
 }
 
-TEST_CASE("bucket: rebucket, a completing length at or below upper extends by per_bucket", "[bucket][boundaries]") {
+TEST_CASE("bucket: rebucket, a completing length at or below upper extends by per_bucket",
+          "[bucket][boundaries]") {
   // The 6.7 load_balancing_conditions window: 33, 34, 34 -> ends 33 and 67.
   const std::vector<std::uint64_t> lengths{33, 34, 34};
   CHECK(flat(Bucket::rebucket(lengths, 3, 101 / 3)) ==
@@ -115,8 +113,7 @@ TEST_CASE("bucket: rebucket when the lengths run out", "[bucket][boundaries]") {
           std::vector<std::uint64_t>{0, 33, 34, 67, 68, 101, 102, MAX});
   }
   SECTION("no lengths at all") {
-    CHECK(flat(Bucket::rebucket({}, 3, 10)) ==
-          std::vector<std::uint64_t>{0, 10, 11, 21, 22, MAX});
+    CHECK(flat(Bucket::rebucket({}, 3, 10)) == std::vector<std::uint64_t>{0, 10, 11, 21, 22, MAX});
   }
   SECTION("one or zero workers") {
     CHECK(flat(Bucket::rebucket(std::vector<std::uint64_t>{1, 2, 3}, 1, 6)) ==
@@ -143,14 +140,13 @@ TEST_CASE("bucket: fresh state uses the initial split and lengths go to their bu
     std::size_t len;
     int worker;
   };
-  for (const Case& k : {Case{0, 0}, Case{1364, 0}, Case{1365, 1}, Case{2729, 1},
-                        Case{2730, 2}, Case{100000, 2}, Case{7, 0}}) {
+  for (const Case& k : {Case{0, 0}, Case{1364, 0}, Case{1365, 1}, Case{2729, 1}, Case{2730, 2},
+                        Case{100000, 2}, Case{7, 0}}) {
     const auto d = route(c, p, k.len);
     CHECK(c.index_of(d) == k.worker);
     CHECK(d.branch == Branch::kBucketHit);
   }
-  CHECK(flat(p.boundaries("")) ==
-        std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
+  CHECK(flat(p.boundaries("")) == std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
   CHECK(owners(p.boundaries("")) == c.ids);
 }
 
@@ -166,7 +162,8 @@ TEST_CASE("bucket: length counts code points, not bytes", "[bucket]") {
   CHECK(chars[1].second == 1365);
 }
 
-TEST_CASE("bucket: a membership change re-splits 0..4096, never collapsing into bucket 0", "[bucket]") {
+TEST_CASE("bucket: a membership change re-splits 0..4096, never collapsing into bucket 0",
+          "[bucket]") {
   Cluster c(3);
   Bucket p({.balance_abs_threshold = kNever});
   REQUIRE(route_index(c, p, 10) == 0);
@@ -191,7 +188,8 @@ TEST_CASE("bucket: a membership change re-splits 0..4096, never collapsing into 
   }
 }
 
-TEST_CASE("bucket: health flips keep adjusted boundaries and an old snapshot never re-initialises", "[bucket]") {
+TEST_CASE("bucket: health flips keep adjusted boundaries and an old snapshot never re-initialises",
+          "[bucket]") {
   kvroute::ManualClock clock;
   Cluster c(3);
   Bucket p({.balance_abs_threshold = kNever, .adjust_interval = 3s, .clock = &clock});
@@ -223,7 +221,8 @@ TEST_CASE("bucket: health flips keep adjusted boundaries and an old snapshot nev
 
 // --- Imbalance -------------------------------------------------------------------
 
-TEST_CASE("bucket: load_balancing_conditions (abs 32, rel 1.0001, 10 s) with a manual clock", "[bucket][balance]") {
+TEST_CASE("bucket: load_balancing_conditions (abs 32, rel 1.0001, 10 s) with a manual clock",
+          "[bucket][balance]") {
   kvroute::ManualClock clock;
   Cluster c(3);
   Bucket p({.balance_abs_threshold = 32,
@@ -285,7 +284,7 @@ TEST_CASE("bucket: the thresholds are strict", "[bucket][balance]") {
   SECTION("max equal to rel * min is balanced") {
     Bucket p({.balance_abs_threshold = 0, .balance_rel_threshold = 2.0, .initial_max_length = 20});
     // Buckets [0,9], [10,MAX].
-    route(c, p, 20);                                     // W1: 20
+    route(c, p, 20);                                               // W1: 20
     REQUIRE(route(c, p, 10).branch == Branch::kBucketImbalanced);  // W0: 10
     // 20 == 2 * 10: balanced, so a short request stays in bucket 0.
     const auto d = route(c, p, 1);
@@ -417,8 +416,7 @@ TEST_CASE("bucket: adjust_boundary_1 with a manual clock", "[bucket][adjust]") {
   Cluster c(3);
   Bucket p({.adjust_interval = 3s, .clock = &clock});  // ticks at 3, 6, 9, ... s
   route_all(c, p, {5, 10, 15, 20, 24, 26});
-  CHECK(flat(p.boundaries("")) ==
-        std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
+  CHECK(flat(p.boundaries("")) == std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
 
   // t = 4 s: the first request runs the 3 s adjustment (per bucket 33).
   clock.advance(4s);
@@ -441,11 +439,10 @@ TEST_CASE("bucket: adjust_boundary_2 with a manual clock", "[bucket][adjust]") {
   Cluster c(3);
   Bucket p({.adjust_interval = 3s, .clock = &clock});
   route(c, p, 1);  // creates the state at t = 0
-  CHECK(flat(p.boundaries("")) ==
-        std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
+  CHECK(flat(p.boundaries("")) == std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
   clock.advance(1s);
   route_all(c, p, {5, 10, 15, 20, 23, 27});  // + the 1: 101
-  clock.advance(3s);  // t = 4 s, the 3 s tick
+  clock.advance(3s);                         // t = 4 s, the 3 s tick
   route_all(c, p, {7, 7, 10});
   CHECK(flat(p.boundaries("")) == std::vector<std::uint64_t>{0, 20, 21, 27, 28, MAX});
   // t = 8 s, the 6 s tick: per bucket 8, shrunk more than 2x.
@@ -489,8 +486,7 @@ TEST_CASE("bucket: a re-initialisation resets the 2x gate", "[bucket][adjust]") 
   clock.advance(3s);
   p.maintain();
   // 5, 10, 15 | 20, 24 | 26 | rest, per bucket 25.
-  CHECK(flat(p.boundaries("")) ==
-        std::vector<std::uint64_t>{0, 15, 16, 24, 25, 26, 27, MAX});
+  CHECK(flat(p.boundaries("")) == std::vector<std::uint64_t>{0, 15, 16, 24, 25, 26, 27, MAX});
 }
 
 TEST_CASE("bucket: adjustment and request lengths routed to each bucket", "[bucket][adjust]") {
@@ -519,12 +515,12 @@ TEST_CASE("bucket: each model has its own buckets", "[bucket]") {
   CHECK(c.index_of(route(c, p, 3000, "llama")) == 1);
   CHECK(c.index_of(route(c, p, 3000, "qwen")) == 4);
   CHECK(flat(p.boundaries("llama")) == std::vector<std::uint64_t>{0, 2047, 2048, MAX});
-  CHECK(flat(p.boundaries("qwen")) ==
-        std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
+  CHECK(flat(p.boundaries("qwen")) == std::vector<std::uint64_t>{0, 1364, 1365, 2729, 2730, MAX});
   CHECK(p.boundaries("").empty());
 }
 
-TEST_CASE("bucket: the model-less group of an undeclared model has buckets of its own", "[bucket]") {
+TEST_CASE("bucket: the model-less group of an undeclared model has buckets of its own",
+          "[bucket]") {
   Bucket p({.balance_abs_threshold = kNever});
   SECTION("all-workers group first") {
     Cluster c(0);
@@ -659,7 +655,8 @@ TEST_CASE("bucket: the steady state does not allocate", "[bucket]") {
 
 // --- Concurrency (run under TSan) ----------------------------------------------------
 
-TEST_CASE("bucket: concurrent choose, maintenance, removals and health flips", "[bucket][concurrency]") {
+TEST_CASE("bucket: concurrent choose, maintenance, removals and health flips",
+          "[bucket][concurrency]") {
   kvroute::ManualClock clock;
   Cluster c(4);
   Bucket p({.adjust_interval = 20ms, .clock = &clock});
@@ -674,8 +671,7 @@ TEST_CASE("bucket: concurrent choose, maintenance, removals and health flips", "
         auto snap = c.workers.snapshot();
         const std::string_view model = (i % 5 == 0) ? "other" : "";
         const auto d = kvroute::select_worker(
-            p, {.text = std::string_view(text).substr(0, len), .model = model}, *snap,
-            c.load);
+            p, {.text = std::string_view(text).substr(0, len), .model = model}, *snap, c.load);
         if (!d || !d.worker->healthy) ++bad;
       }
     });

@@ -39,8 +39,8 @@ TEST_CASE("cache_aware 6.2.1: balanced load keeps a text on its worker", "[cache
 // 6.2.2 imbalanced_load: (0.5, abs 5, rel 2.0), W0 at 20, W1 at 0.
 TEST_CASE("cache_aware 6.2.2: an imbalanced pool goes to the least loaded", "[cache_aware]") {
   Cluster c(2);
-  CacheAware ca(no_eviction({.cache_threshold = 0.5, .balance_abs_threshold = 5,
-                             .balance_rel_threshold = 2.0}));
+  CacheAware ca(no_eviction(
+      {.cache_threshold = 0.5, .balance_abs_threshold = 5, .balance_rel_threshold = 2.0}));
   c.set_load(0, 20);
   for (int i = 0; i < 5; ++i) {
     auto d = c.select(ca, {.text = "test"});
@@ -216,8 +216,7 @@ TEST_CASE("cache_aware: an unhealthy matched worker is skipped and keeps its his
   CHECK(c.pick(ca, {.text = text}) == owner);
 }
 
-TEST_CASE("cache_aware: the tenant rule picks among the deepest node's tenants",
-          "[cache_aware]") {
+TEST_CASE("cache_aware: the tenant rule picks among the deepest node's tenants", "[cache_aware]") {
   const std::string text = "shared prefix held by several workers";
   SECTION("least loaded, then most recent") {
     Cluster c(3);
@@ -266,8 +265,10 @@ TEST_CASE("cache_aware: eviction keeps each worker within max_tree_size", "[cach
   SECTION("periodic: swept by the first selection after the interval") {
     kvroute::ManualClock clock;
     Cluster c(2);
-    CacheAware ca({.eviction_interval = std::chrono::seconds(120), .max_tree_size = 100,
-                   .reactive_eviction = false, .clock = &clock});
+    CacheAware ca({.eviction_interval = std::chrono::seconds(120),
+                   .max_tree_size = 100,
+                   .reactive_eviction = false,
+                   .clock = &clock});
     for (int i = 0; i < 50; ++i) {
       c.pick(ca, {.text = "req " + std::to_string(i) + std::string(30, 'q')});
     }
@@ -346,14 +347,15 @@ TEST_CASE("cache_aware: feedback that confirms the claim changes nothing", "[cac
   CHECK(ca.tree("")->match_for_tenant(t, c.ids[0].value).matched == t.size());
 }
 
-TEST_CASE("cache_aware: concurrent selection, removal and maintenance", "[cache_aware][concurrency]") {
+TEST_CASE("cache_aware: concurrent selection, removal and maintenance",
+          "[cache_aware][concurrency]") {
   kvroute::ManualClock clock;
   kvroute::WorkerSet ws;
   kvroute::LoadTracker load;
   std::vector<kvroute::WorkerId> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(*ws.add({.url = "http://w" + std::to_string(i)}));
-  CacheAware ca({.eviction_interval = std::chrono::seconds(1), .max_tree_size = 2000,
-                 .clock = &clock});
+  CacheAware ca(
+      {.eviction_interval = std::chrono::seconds(1), .max_tree_size = 2000, .clock = &clock});
   std::atomic<int> bad{0};
   std::vector<std::thread> th;
   for (int t = 0; t < 3; ++t) {

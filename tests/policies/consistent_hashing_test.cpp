@@ -40,8 +40,8 @@ std::vector<std::string> keys(std::size_t n, const std::string& prefix = "user-"
 }
 
 // Finds two values whose ring owners differ (under routing-key lookup).
-std::pair<std::string, std::string> two_keys_on_different_workers(
-    Cluster& c, ConsistentHashing& p) {
+std::pair<std::string, std::string> two_keys_on_different_workers(Cluster& c,
+                                                                  ConsistentHashing& p) {
   const int first = c.index_of(by_key(c, p, "k-0"));
   for (int i = 1; i < 100; ++i) {
     std::string k = "k-" + std::to_string(i);
@@ -57,7 +57,8 @@ TEST_CASE("consistent_hashing: name", "[consistent_hashing]") {
   CHECK(ConsistentHashing().name() == "consistent_hashing");
 }
 
-TEST_CASE("consistent_hashing: the same routing key gives the same worker 10 times", "[consistent_hashing]") {
+TEST_CASE("consistent_hashing: the same routing key gives the same worker 10 times",
+          "[consistent_hashing]") {
   Cluster c(4);
   ConsistentHashing p;
   const Decision first = by_key(c, p, "session-17");
@@ -111,8 +112,8 @@ TEST_CASE("consistent_hashing: target worker by id", "[consistent_hashing]") {
     CHECK(d.branch == Branch::kTargetWorkerMiss);
   }
   SECTION("unparsable values miss") {
-    for (std::string_view v : {"", "abc", "1x", "-1", "+1", " 1", "1 ", "0x1",
-                               "1.0", "4294967296", "99999999999999999999"}) {
+    for (std::string_view v : {"", "abc", "1x", "-1", "+1", " 1", "1 ", "0x1", "1.0", "4294967296",
+                               "99999999999999999999"}) {
       INFO("value '" << v << "'");
       const Decision d = by_target(c, p, v);
       CHECK(!d);
@@ -147,7 +148,8 @@ TEST_CASE("consistent_hashing: target ids are stable across removals", "[consist
   CHECK(by_target(c, p, c.url(0)).branch == Branch::kTargetWorkerMiss);
 }
 
-TEST_CASE("consistent_hashing: a target outside the request's model misses", "[consistent_hashing]") {
+TEST_CASE("consistent_hashing: a target outside the request's model misses",
+          "[consistent_hashing]") {
   Cluster c(0);
   c.add("llama");  // id 0
   c.add("qwen");   // id 1
@@ -178,14 +180,15 @@ TEST_CASE("consistent_hashing: the target worker beats the routing key", "[consi
   CHECK(c.select(p, {.headers = h}).branch == Branch::kTargetWorkerMiss);
 }
 
-TEST_CASE("consistent_hashing: no key headers give a random fallback that spreads", "[consistent_hashing]") {
+TEST_CASE("consistent_hashing: no key headers give a random fallback that spreads",
+          "[consistent_hashing]") {
   Cluster c(4);
   ConsistentHashing p;
   std::set<int> seen;
   const Header unrelated[] = {{"content-type", "application/json"}};
   for (int i = 0; i < 100; ++i) {
-    const Decision d = c.select(p, i % 2 ? kvroute::RequestView{.headers = unrelated}
-                                         : kvroute::RequestView{});
+    const Decision d =
+        c.select(p, i % 2 ? kvroute::RequestView{.headers = unrelated} : kvroute::RequestView{});
     REQUIRE(d);
     CHECK(d.branch == Branch::kRandomFallback);
     seen.insert(c.index_of(d));
@@ -316,7 +319,8 @@ TEST_CASE("consistent_hashing: removing a worker moves only its own keys", "[con
   for (const auto& [w, n] : moved_to) CHECK(n < owned_by_gone / 2);
 }
 
-TEST_CASE("consistent_hashing: minimal redistribution, gateway variant (4 workers, W1 down)", "[consistent_hashing]") {
+TEST_CASE("consistent_hashing: minimal redistribution, gateway variant (4 workers, W1 down)",
+          "[consistent_hashing]") {
   Cluster c(4);
   ConsistentHashing p;
   const auto ks = keys(100);

@@ -89,7 +89,8 @@ TEST_CASE("least_prefill: ties spread over the workers", "[least_prefill]") {
   LeastPrefill lp(opts());
   std::set<int> seen;
   // Distinct first characters: no worker matches anything, all tie.
-  for (char ch = 'A'; ch <= 'Z'; ++ch) seen.insert(c.pick(lp, {.text = std::string(1, ch) + "-text"}));
+  for (char ch = 'A'; ch <= 'Z'; ++ch)
+    seen.insert(c.pick(lp, {.text = std::string(1, ch) + "-text"}));
   CHECK(seen.size() == 4);
 }
 
@@ -115,7 +116,8 @@ TEST_CASE("least_prefill: equal seeds give equal choices", "[least_prefill]") {
   Cluster c(5);
   LeastPrefill a({.seed = 7}), b({.seed = 7});
   for (int i = 0; i < 50; ++i) {
-    const std::string t = "req-" + std::to_string(i % 13) + std::string(static_cast<std::size_t>(i), 'z');
+    const std::string t =
+        "req-" + std::to_string(i % 13) + std::string(static_cast<std::size_t>(i), 'z');
     CHECK(c.pick(a, {.text = t}) == c.pick(b, {.text = t}));
   }
 }
@@ -175,7 +177,8 @@ TEST_CASE("least_prefill: concurrent selections stay consistent", "[least_prefil
         const std::string text = "session-" + std::to_string((t * 7 + i) % 10) +
                                  std::string(static_cast<std::size_t>(i % 50), 'm');
         const kvroute::Decision d = kvroute::select_worker(lp, {.text = text}, *snap, c.load);
-        LoadGuard g = c.load.dispatch(d.worker->id, {.tokens = lp.predicted_tokens({.text = text}, d)});
+        LoadGuard g =
+            c.load.dispatch(d.worker->id, {.tokens = lp.predicted_tokens({.text = text}, d)});
         lp.report_cached({.text = text}, d, d.claimed / 2, -1, &g);
       }
     });

@@ -77,7 +77,8 @@ TEST_CASE("manual: different keys are each vacant and spread over workers", "[ma
   CHECK(p.size() == 60);
 }
 
-TEST_CASE("manual: no routing key is no_routing_id, stores nothing, hits both workers", "[manual]") {
+TEST_CASE("manual: no routing key is no_routing_id, stores nothing, hits both workers",
+          "[manual]") {
   Cluster c(2);
   Manual p;
   SECTION("header absent") {
@@ -198,9 +199,8 @@ TEST_CASE("manual: remap on failure is occupied_miss, then hits the new worker",
     }
     const auto e = p.entry("", "user-1");
     REQUIRE(e.has_value());
-    CHECK(e->candidates ==
-          std::vector<WorkerId>{c.ids[static_cast<std::size_t>(original)],
-                                c.ids[static_cast<std::size_t>(remapped)]});
+    CHECK(e->candidates == std::vector<WorkerId>{c.ids[static_cast<std::size_t>(original)],
+                                                 c.ids[static_cast<std::size_t>(remapped)]});
   }
 }
 
@@ -333,7 +333,7 @@ TEST_CASE("manual: the sweep does not run before its interval", "[manual][ttl]")
   REQUIRE(c.select(p, with(key("a"))).branch == Branch::kVacant);
   clock.advance(5s);
   REQUIRE(c.select(p, with(key("b"))).branch == Branch::kVacant);
-  CHECK(p.size() == 2);  // "a" is expired but not yet swept
+  CHECK(p.size() == 2);                                          // "a" is expired but not yet swept
   CHECK(c.select(p, with(key("a"))).branch == Branch::kVacant);  // yet absent
 }
 
@@ -397,7 +397,8 @@ TEST_CASE("manual: min_group spreads 9 held keys 3/3/3 and keeps them sticky", "
   }
 }
 
-TEST_CASE("manual: min_group sends a new key to the worker with fewest active keys", "[manual][mode]") {
+TEST_CASE("manual: min_group sends a new key to the worker with fewest active keys",
+          "[manual][mode]") {
   Cluster c(3);
   std::vector<kvroute::LoadGuard> guards;
   guards.push_back(c.load.dispatch(c.ids[0], {.routing_key = "a"}));
@@ -517,8 +518,7 @@ TEST_CASE("manual: the same key under two models has independent entries", "[man
   const auto d = c.select(p, with(h, "model-b"));
   CHECK(c.index_of(d) == 1);
   CHECK(d.branch == Branch::kOccupiedHit);
-  CHECK(p.entry("model-b", "shared-key")->candidates ==
-        std::vector<WorkerId>{c.ids[1]});
+  CHECK(p.entry("model-b", "shared-key")->candidates == std::vector<WorkerId>{c.ids[1]});
   CHECK_FALSE(p.entry("", "shared-key").has_value());
 }
 
@@ -589,9 +589,8 @@ TEST_CASE("manual: a removed worker is never returned and leaves the lists", "[m
     const int y = c.index_of(c.select(p, with(key(k))));
     CHECK(y > 0);
     CHECK(y != x);
-    CHECK(p.entry("", k)->candidates ==
-          std::vector<WorkerId>{c.ids[static_cast<std::size_t>(x)],
-                                c.ids[static_cast<std::size_t>(y)]});
+    CHECK(p.entry("", k)->candidates == std::vector<WorkerId>{c.ids[static_cast<std::size_t>(x)],
+                                                              c.ids[static_cast<std::size_t>(y)]});
   }
 }
 
@@ -633,8 +632,7 @@ TEST_CASE("manual: known keys, misses and keyless requests do not allocate", "[m
 TEST_CASE("manual: concurrent choose, sweeps, removals and health flips", "[manual][concurrency]") {
   kvroute::ManualClock clock;
   Cluster c(4);
-  Manual p({.mode = Mode::kMinGroup, .max_idle = 50ms, .eviction_interval = 10ms,
-            .clock = &clock});
+  Manual p({.mode = Mode::kMinGroup, .max_idle = 50ms, .eviction_interval = 10ms, .clock = &clock});
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;

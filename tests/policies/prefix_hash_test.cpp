@@ -306,7 +306,8 @@ TEST_CASE("prefix_hash: removing a worker moves only its own prefixes", "[prefix
   Cluster c(5);
   PrefixHash p;
   std::vector<int> before;
-  for (std::uint32_t s = 0; s < 500; ++s) before.push_back(c.index_of(by_tokens(c, p, sequence(s, 16))));
+  for (std::uint32_t s = 0; s < 500; ++s)
+    before.push_back(c.index_of(by_tokens(c, p, sequence(s, 16))));
   c.remove(3);
   int moved = 0;
   for (std::uint32_t s = 0; s < 500; ++s) {

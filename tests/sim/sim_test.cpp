@@ -107,8 +107,8 @@ TEST_CASE("sim: every request completes exactly once under every policy", "[sim]
 TEST_CASE("sim: equal seeds give equal results", "[sim]") {
   Trace tr = kvsim::generate("agent", 200, 4.0);
   kvsim::SimConfig cfg;
-  for (const char* p : {"random", "power_of_two", "cache_aware_feedback", "least_prefill",
-                        "oracle", "sticky"}) {
+  for (const char* p :
+       {"random", "power_of_two", "cache_aware_feedback", "least_prefill", "oracle", "sticky"}) {
     INFO(p);
     const auto a = kvsim::run_policy(tr, p, cfg);
     const auto b = kvsim::run_policy(tr, p, cfg);
@@ -127,8 +127,8 @@ TEST_CASE("sim: oracle and sticky find the server that holds the session", "[sim
     for (std::uint64_t s = 0; s < 4; ++s) {
       std::vector<std::uint64_t> ids;
       for (int b = 0; b < 8 + turn; ++b) ids.push_back(s * 1000 + static_cast<std::uint64_t>(b));
-      rs.push_back(block_request(turn * 10.0 + static_cast<double>(s), ids,
-                                 (8 + turn) * 512, "s" + std::to_string(s)));
+      rs.push_back(block_request(turn * 10.0 + static_cast<double>(s), ids, (8 + turn) * 512,
+                                 "s" + std::to_string(s)));
     }
   }
   const Trace tr = make_trace(rs, true);
@@ -161,10 +161,10 @@ TEST_CASE("sim: oracle avoids a busy server that holds a short prefix", "[sim]")
 
 TEST_CASE("sim: sessions are inferred from continuations", "[sim]") {
   std::vector<SimRequest> rs = {
-      block_request(0, {1, 2, 3}, 3 * 512),      // s0
-      block_request(1, {1, 2, 4, 5}, 4 * 512),   // continues 0 (1,2 + new last)
-      block_request(2, {1, 9, 10}, 3 * 512),     // shares only block 1: new
-      block_request(3, {1, 2, 4, 6, 7}, 5 * 512) // continues 1
+      block_request(0, {1, 2, 3}, 3 * 512),       // s0
+      block_request(1, {1, 2, 4, 5}, 4 * 512),    // continues 0 (1,2 + new last)
+      block_request(2, {1, 9, 10}, 3 * 512),      // shares only block 1: new
+      block_request(3, {1, 2, 4, 6, 7}, 5 * 512)  // continues 1
   };
   Trace tr = make_trace(rs, false);
   kvsim::infer_sessions(tr);
@@ -186,9 +186,10 @@ TEST_CASE("sim: trace lines are parsed, and bad ones named by line", "[sim]") {
   CHECK(tr.requests[0].blocks[1] != tr.requests[1].blocks[1]);
   CHECK(tr.has_sessions);
 
-  const std::string text =
-      "{\"t\": 0.5, \"text\": \"" + std::string(3000, 'x') + "\", \"session\": \"u\"}\n"
-      "{\"t\": 0.7, \"text\": \"" + std::string(2048, 'x') + "yy\", \"output_length\": 9}\n";
+  const std::string text = "{\"t\": 0.5, \"text\": \"" + std::string(3000, 'x') +
+                           "\", \"session\": \"u\"}\n"
+                           "{\"t\": 0.7, \"text\": \"" +
+                           std::string(2048, 'x') + "yy\", \"output_length\": 9}\n";
   Trace tt = kvsim::parse_jsonl(text, "t.jsonl", 4.0);
   REQUIRE(tt.requests.size() == 2);
   CHECK(tt.requests[0].input_tokens == 750);
@@ -203,12 +204,14 @@ TEST_CASE("sim: trace lines are parsed, and bad ones named by line", "[sim]") {
     }
     return "";
   };
-  const std::string good = "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [1]}\n";
+  const std::string good =
+      "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [1]}\n";
   CHECK(error_of(good + "{oops\n") == "bad.jsonl:2: not valid JSON");
   CHECK(error_of(good + "\n{\"timestamp\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n") ==
         "bad.jsonl:3: missing field \"input_length\"");
   CHECK(error_of(good + "{\"timestamp\": \"x\", \"input_length\": 5, \"output_length\": 1, "
-                        "\"hash_ids\": [1]}\n") == "bad.jsonl:2: field \"timestamp\" is not a number");
+                        "\"hash_ids\": [1]}\n") ==
+        "bad.jsonl:2: field \"timestamp\" is not a number");
   CHECK(error_of("{\"foo\": 1}\n").find("bad.jsonl:1:") == 0);
 }
 

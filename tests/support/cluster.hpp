@@ -26,16 +26,13 @@ class Cluster {
   }
 
   kvroute::WorkerId add(const std::string& model = "") {
-    auto id = workers.add({.url = "http://w" + std::to_string(next_++) + ":8000",
-                           .model = model});
+    auto id = workers.add({.url = "http://w" + std::to_string(next_++) + ":8000", .model = model});
     REQUIRE(id.ok());
     ids.push_back(*id);
     return *id;
   }
   void remove(std::size_t i) { REQUIRE(workers.remove(ids.at(i)).ok()); }
-  void set_healthy(std::size_t i, bool h) {
-    REQUIRE(workers.set_healthy(ids.at(i), h).ok());
-  }
+  void set_healthy(std::size_t i, bool h) { REQUIRE(workers.set_healthy(ids.at(i), h).ok()); }
   // Sets worker i's in-flight count to exactly `n` (held by guards).
   void set_load(std::size_t i, std::int64_t n) {
     auto& gs = guards_[ids.at(i).value];

@@ -19,23 +19,31 @@ class RequestMix {
     kvroute::detail::SharedRng rng(seed);
     const std::vector<std::string> prefixes = {
         "You are a helpful assistant. ", "System: answer in French. ",
-        "<|im_start|>system\nYou write code.<|im_end|>\n", "你好，请用中文回答。",
-        ""};
+        "<|im_start|>system\nYou write code.<|im_end|>\n", "你好，请用中文回答。", ""};
     for (std::size_t i = 0; i < n; ++i) {
       Item it;
-      it.text = prefixes[rng.below(prefixes.size())] + "question " +
-                std::to_string(rng.below(40)) + std::string(rng.below(300), 'x');
+      it.text = prefixes[rng.below(prefixes.size())] + "question " + std::to_string(rng.below(40)) +
+                std::string(rng.below(300), 'x');
       if (rng.below(3) == 0) {
         for (std::uint64_t t = 0, len = rng.below(400); t < len; ++t) {
           it.tokens.push_back(static_cast<std::uint32_t>(rng.below(50000)));
         }
       }
       switch (rng.below(5)) {
-        case 0: it.headers.push_back({"x-smg-routing-key", "user-" + std::to_string(rng.below(30))}); break;
-        case 1: it.headers.push_back({"Authorization", "Bearer k" + std::to_string(rng.below(30))}); break;
-        case 2: it.headers.push_back({"cookie", "session=" + std::to_string(rng.below(30))}); break;
-        case 3: it.headers.push_back({"x-smg-routing-key", ""}); break;
-        default: break;
+        case 0:
+          it.headers.push_back({"x-smg-routing-key", "user-" + std::to_string(rng.below(30))});
+          break;
+        case 1:
+          it.headers.push_back({"Authorization", "Bearer k" + std::to_string(rng.below(30))});
+          break;
+        case 2:
+          it.headers.push_back({"cookie", "session=" + std::to_string(rng.below(30))});
+          break;
+        case 3:
+          it.headers.push_back({"x-smg-routing-key", ""});
+          break;
+        default:
+          break;
       }
       items_.push_back(std::move(it));
     }

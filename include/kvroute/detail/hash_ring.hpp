@@ -44,19 +44,16 @@ class HashRing {
     }
     // Equal positions (a 64-bit collision) are ordered by URL, then vnode
     // order is irrelevant: the result must not depend on insertion order.
-    std::sort(points_.begin(), points_.end(),
-              [&](const Point& a, const Point& b) {
-                if (a.pos != b.pos) return a.pos < b.pos;
-                return urls[a.member] < urls[b.member];
-              });
+    std::sort(points_.begin(), points_.end(), [&](const Point& a, const Point& b) {
+      if (a.pos != b.pos) return a.pos < b.pos;
+      return urls[a.member] < urls[b.member];
+    });
   }
 
   std::size_t size() const noexcept { return points_.size(); }
 
   // The ring position of a key.
-  static std::uint64_t position(std::string_view key) noexcept {
-    return xxh64(key);
-  }
+  static std::uint64_t position(std::string_view key) noexcept { return xxh64(key); }
 
   // Visits members clockwise from the first point at or after `pos`,
   // wrapping once around the ring, and stops at the first member for which
@@ -66,9 +63,8 @@ class HashRing {
   template <class Visit>
   std::int64_t walk(std::uint64_t pos, Visit&& visit) const noexcept {
     if (points_.empty()) return -1;
-    auto it = std::lower_bound(
-        points_.begin(), points_.end(), pos,
-        [](const Point& p, std::uint64_t v) { return p.pos < v; });
+    auto it = std::lower_bound(points_.begin(), points_.end(), pos,
+                               [](const Point& p, std::uint64_t v) { return p.pos < v; });
     std::size_t start = static_cast<std::size_t>(it - points_.begin());
     const std::size_t n = points_.size();
     for (std::size_t k = 0; k < n; ++k) {

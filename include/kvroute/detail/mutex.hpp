@@ -45,9 +45,7 @@ class ABSL_LOCKABLE Mutex {
 // Exclusive lock for a scope. Takes a pointer, like absl::MutexLock.
 class ABSL_SCOPED_LOCKABLE MutexLock {
  public:
-  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
-    mu_->lock();
-  }
+  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->lock(); }
   ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_->unlock(); }
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;

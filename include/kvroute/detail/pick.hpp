@@ -27,8 +27,8 @@ namespace detail {
 // `accept(*w)` rejects every element. One atomic draw per call; reservoir
 // sampling over the ties uses a local stream seeded by it.
 template <class Key, class Accept>
-const Worker* pick_min(std::span<const Worker* const> ws, Key&& key,
-                       Accept&& accept, SharedRng& rng) noexcept {
+const Worker* pick_min(std::span<const Worker* const> ws, Key&& key, Accept&& accept,
+                       SharedRng& rng) noexcept {
   const Worker* best = nullptr;
   decltype(key(*ws.front())) best_key{};
   std::uint64_t ties = 0;
@@ -48,8 +48,7 @@ const Worker* pick_min(std::span<const Worker* const> ws, Key&& key,
         drawn = true;
       }
       local = splitmix64(local);
-      if (static_cast<std::uint64_t>(
-              (static_cast<uint128>(local) * ties) >> 64) == 0) {
+      if (static_cast<std::uint64_t>((static_cast<uint128>(local) * ties) >> 64) == 0) {
         best = w;
       }
     }
@@ -58,9 +57,9 @@ const Worker* pick_min(std::span<const Worker* const> ws, Key&& key,
 }
 
 template <class Key>
-const Worker* pick_min(std::span<const Worker* const> ws, Key&& key,
-                       SharedRng& rng) noexcept {
-  return pick_min(ws, key, [](const Worker&) { return true; }, rng);
+const Worker* pick_min(std::span<const Worker* const> ws, Key&& key, SharedRng& rng) noexcept {
+  return pick_min(
+      ws, key, [](const Worker&) { return true; }, rng);
 }
 
 }  // namespace detail

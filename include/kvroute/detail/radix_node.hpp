@@ -99,8 +99,8 @@ struct RadixSymbolTraits<char> {
   // The longest prefix, in bytes, that ends on a character boundary of both
   // `a` and `b`, given that their first `common` bytes are equal. A byte
   // mismatch inside a multi-byte character counts only whole characters.
-  static std::size_t boundary(const char* a, std::size_t na, const char* b,
-                              std::size_t nb, std::size_t common) noexcept {
+  static std::size_t boundary(const char* a, std::size_t na, const char* b, std::size_t nb,
+                              std::size_t common) noexcept {
     return std::min(utf8_floor_boundary(std::string_view(a, na), common),
                     utf8_floor_boundary(std::string_view(b, nb), common));
   }
@@ -108,17 +108,16 @@ struct RadixSymbolTraits<char> {
 
 // Tokens: one symbol is one unit.
 template <class Symbol>
-  requires(std::is_integral_v<Symbol> && !std::is_same_v<Symbol, char> &&
-           !std::is_same_v<Symbol, bool>)
-struct RadixSymbolTraits<Symbol> {
+requires(std::is_integral_v<Symbol> && !std::is_same_v<Symbol, char> &&
+         !std::is_same_v<Symbol, bool>) struct RadixSymbolTraits<Symbol> {
   using Sequence = std::span<const Symbol>;
   using Fragment = std::vector<Symbol>;
   using Key = Symbol;
 
   static Key key(const Symbol* p, std::size_t) noexcept { return p[0]; }
   static std::size_t count(const Symbol*, std::size_t n) noexcept { return n; }
-  static std::size_t boundary(const Symbol*, std::size_t, const Symbol*,
-                              std::size_t, std::size_t common) noexcept {
+  static std::size_t boundary(const Symbol*, std::size_t, const Symbol*, std::size_t,
+                              std::size_t common) noexcept {
     return common;
   }
 };
@@ -127,8 +126,7 @@ struct RadixSymbolTraits<Symbol> {
 // at most `n`. An equal run (the common case: a whole fragment matches) costs
 // one memcmp; a mismatch is located 256 bytes at a time with memcmp, then one
 // word at a time. Complexity: O(position of the first difference).
-inline std::size_t common_prefix_bytes(const void* a, const void* b,
-                                       std::size_t n) noexcept {
+inline std::size_t common_prefix_bytes(const void* a, const void* b, std::size_t n) noexcept {
   const auto* pa = static_cast<const unsigned char*>(a);
   const auto* pb = static_cast<const unsigned char*>(b);
   if (n == 0 || std::memcmp(pa, pb, n) == 0) return n;
@@ -182,9 +180,9 @@ struct RadixNode {
   // Threads between releasing a shared hold and taking the exclusive one;
   // a node unlinked meanwhile is freed by the last of them.
   std::atomic<std::uint32_t> pins{0};
-  std::uint32_t len = 0;     // fragment length in symbols
-  std::uint32_t count = 0;   // fragment length in units
-  std::uint32_t version = 0; // bumped when the fragment is split
+  std::uint32_t len = 0;      // fragment length in symbols
+  std::uint32_t count = 0;    // fragment length in units
+  std::uint32_t version = 0;  // bumped when the fragment is split
   std::uint32_t nchild = 0;
   std::uint32_t cap_child = 0;
   std::uint32_t ntenant = 0;
@@ -194,9 +192,7 @@ struct RadixNode {
   void* child_block = nullptr;   // Key[cap_child], then RadixNode*[cap_child]
   void* tenant_block = nullptr;  // uint32_t[cap_tenant], then RadixClaim*[cap_tenant]
 
-  static constexpr std::size_t align8(std::size_t n) noexcept {
-    return (n + 7) & ~std::size_t{7};
-  }
+  static constexpr std::size_t align8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
   static constexpr std::size_t child_block_bytes(std::uint32_t cap) noexcept {
     return align8(cap * sizeof(Key)) + cap * sizeof(RadixNode*);
   }
@@ -209,9 +205,7 @@ struct RadixNode {
     return reinterpret_cast<RadixNode**>(static_cast<char*>(child_block) +
                                          align8(cap_child * sizeof(Key)));
   }
-  std::uint32_t* tenant_ids() const noexcept {
-    return static_cast<std::uint32_t*>(tenant_block);
-  }
+  std::uint32_t* tenant_ids() const noexcept { return static_cast<std::uint32_t*>(tenant_block); }
   RadixClaim** claims() const noexcept {
     return reinterpret_cast<RadixClaim**>(static_cast<char*>(tenant_block) +
                                           align8(cap_tenant * sizeof(std::uint32_t)));

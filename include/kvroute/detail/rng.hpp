@@ -44,18 +44,13 @@ class SharedRng {
     KVROUTE_ASSERT(n > 0, "SharedRng::below(0)");
     // Lemire's multiply-shift; the bias is below 2^-64 * n, far beneath
     // anything a router can observe.
-    return static_cast<std::uint64_t>(
-        (static_cast<uint128>(next()) * n) >> 64);
+    return static_cast<std::uint64_t>((static_cast<uint128>(next()) * n) >> 64);
   }
 
   // Returns a uniform double in [0, 1).
-  double unit() noexcept {
-    return static_cast<double>(next() >> 11) * 0x1.0p-53;
-  }
+  double unit() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-  void reseed(std::uint64_t seed) noexcept {
-    state_.store(seed, std::memory_order_relaxed);
-  }
+  void reseed(std::uint64_t seed) noexcept { state_.store(seed, std::memory_order_relaxed); }
 
  private:
   std::atomic<std::uint64_t> state_;

@@ -71,8 +71,7 @@ class RwLock {
         continue;
       }
       if ((s & kWriterWaiting) == 0) {
-        if (!state_.compare_exchange_weak(s, s | kWriterWaiting,
-                                          std::memory_order_relaxed,
+        if (!state_.compare_exchange_weak(s, s | kWriterWaiting, std::memory_order_relaxed,
                                           std::memory_order_relaxed)) {
           continue;
         }

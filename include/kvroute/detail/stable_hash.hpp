@@ -29,8 +29,7 @@ namespace detail {
 class Xxh64 {
  public:
   explicit Xxh64(std::uint64_t seed = 0) noexcept
-      : v1_(seed + kP1 + kP2), v2_(seed + kP2), v3_(seed), v4_(seed - kP1),
-        seed_(seed) {}
+      : v1_(seed + kP1 + kP2), v2_(seed + kP2), v3_(seed), v4_(seed - kP1), seed_(seed) {}
 
   void update(const void* data, std::size_t len) noexcept {
     if (len == 0) return;  // `data` may then be null, which memcpy forbids
@@ -62,10 +61,9 @@ class Xxh64 {
 
   // Feeds `v` as four little-endian bytes.
   void update_u32(std::uint32_t v) noexcept {
-    const unsigned char b[4] = {
-        static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
-        static_cast<unsigned char>(v >> 16),
-        static_cast<unsigned char>(v >> 24)};
+    const unsigned char b[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
+                                static_cast<unsigned char>(v >> 16),
+                                static_cast<unsigned char>(v >> 24)};
     update(b, 4);
   }
 
@@ -119,14 +117,12 @@ class Xxh64 {
   static constexpr std::uint64_t rotl(std::uint64_t x, int r) noexcept {
     return (x << r) | (x >> (64 - r));
   }
-  static constexpr std::uint64_t round(std::uint64_t acc,
-                                       std::uint64_t lane) noexcept {
+  static constexpr std::uint64_t round(std::uint64_t acc, std::uint64_t lane) noexcept {
     acc += lane * kP2;
     acc = rotl(acc, 31);
     return acc * kP1;
   }
-  static constexpr std::uint64_t merge(std::uint64_t acc,
-                                       std::uint64_t v) noexcept {
+  static constexpr std::uint64_t merge(std::uint64_t acc, std::uint64_t v) noexcept {
     acc ^= round(0, v);
     return acc * kP1 + kP4;
   }
@@ -136,10 +132,8 @@ class Xxh64 {
     return v;
   }
   static std::uint32_t read32(const unsigned char* p) noexcept {
-    return static_cast<std::uint32_t>(p[0]) |
-           (static_cast<std::uint32_t>(p[1]) << 8) |
-           (static_cast<std::uint32_t>(p[2]) << 16) |
-           (static_cast<std::uint32_t>(p[3]) << 24);
+    return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
+           (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
   }
   void stripe(const unsigned char* p) noexcept {
     v1_ = round(v1_, read64(p));
@@ -156,8 +150,7 @@ class Xxh64 {
 };
 
 // Returns XXH64 of `s` with `seed`.
-inline std::uint64_t xxh64(std::string_view s,
-                           std::uint64_t seed = 0) noexcept {
+inline std::uint64_t xxh64(std::string_view s, std::uint64_t seed = 0) noexcept {
   Xxh64 h(seed);
   h.update(s);
   return h.digest();

@@ -88,8 +88,7 @@ inline std::size_t utf8_count(std::string_view s) noexcept {
 
 // Returns the byte length of the first `chars` characters of `s` (all of `s`
 // when it is shorter).
-inline std::size_t utf8_prefix_bytes(std::string_view s,
-                                     std::size_t chars) noexcept {
+inline std::size_t utf8_prefix_bytes(std::string_view s, std::size_t chars) noexcept {
   const char* p = s.data();
   const char* const end = p + s.size();
   while (chars > 0 && p < end) {
@@ -106,14 +105,13 @@ inline std::size_t utf8_prefix_bytes(std::string_view s,
 
 // Returns the largest character boundary of `s` that is <= `pos`
 // (requires pos <= s.size()). Characters are read as utf8_char_length does.
-inline std::size_t utf8_floor_boundary(std::string_view s,
-                                       std::size_t pos) noexcept {
+inline std::size_t utf8_floor_boundary(std::string_view s, std::size_t pos) noexcept {
   if (pos == 0 || pos >= s.size()) return pos;
   const char* base = s.data();
   std::size_t lead = pos;
   // A character is at most 4 bytes, so its lead is at most 3 bytes back.
-  for (int back = 0; back < 3 && lead > 0 &&
-                     is_utf8_continuation(static_cast<unsigned char>(base[lead]));
+  for (int back = 0;
+       back < 3 && lead > 0 && is_utf8_continuation(static_cast<unsigned char>(base[lead]));
        ++back) {
     --lead;
   }

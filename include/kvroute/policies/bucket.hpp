@@ -99,8 +99,8 @@
 #include "absl/strings/string_view.h"
 #include "kvroute/clock.hpp"
 #include "kvroute/config.hpp"
-#include "kvroute/detail/mutex.hpp"
 #include "kvroute/decision.hpp"
+#include "kvroute/detail/mutex.hpp"
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
 #include "kvroute/detail/utf8.hpp"
@@ -113,8 +113,7 @@ KVROUTE_NAMESPACE_BEGIN
 class Bucket {
  public:
   // The open upper end of the last bucket.
-  static constexpr std::uint64_t kMaxLength =
-      std::numeric_limits<std::uint64_t>::max();
+  static constexpr std::uint64_t kMaxLength = std::numeric_limits<std::uint64_t>::max();
 
   // An inclusive range of request lengths in code points.
   struct Range {
@@ -145,13 +144,11 @@ class Bucket {
         rel_threshold_(o.balance_rel_threshold),
         interval_ns_(o.adjust_interval.count() > 0
                          ? o.adjust_interval.count()
-                         : std::chrono::nanoseconds(std::chrono::seconds(5))
-                               .count()),
+                         : std::chrono::nanoseconds(std::chrono::seconds(5)).count()),
         initial_max_length_(o.initial_max_length),
         clock_(o.clock != nullptr ? o.clock : &Clock::steady()),
         rng_(o.seed) {
-    KVROUTE_ASSERT(o.adjust_interval.count() > 0,
-                   "Bucket: adjust_interval must be positive");
+    KVROUTE_ASSERT(o.adjust_interval.count() > 0, "Bucket: adjust_interval must be positive");
   }
 
   Bucket(const Bucket&) = delete;
@@ -177,9 +174,7 @@ class Bucket {
       const std::span<const WorkerId> ids = st->workers;
       const std::span<const std::uint64_t> chars = st->chars;
       w = detail::pick_min(
-          healthy,
-          [ids, chars](const Worker& x) { return chars_in(ids, chars, x.id); },
-          rng_);
+          healthy, [ids, chars](const Worker& x) { return chars_in(ids, chars, x.id); }, rng_);
       branch = Branch::kBucketImbalanced;
     } else {
       w = bucket_owner(*st, healthy, len, branch);
@@ -225,8 +220,7 @@ class Bucket {
 
   // The buckets of `model` ("" for the all-workers group), in ascending
   // worker id order; empty before its first request. Allocates.
-  std::vector<std::pair<WorkerId, Range>> boundaries(
-      std::string_view model) const {
+  std::vector<std::pair<WorkerId, Range>> boundaries(std::string_view model) const {
     std::vector<std::pair<WorkerId, Range>> out;
     detail::ReaderMutexLock models(&models_mu_);
     const ModelState* st = find_named(model);
@@ -240,8 +234,7 @@ class Bucket {
 
   // The windowed characters of `model`'s workers as of the last call or
   // `maintain()`, in ascending worker id order. Allocates.
-  std::vector<std::pair<WorkerId, std::uint64_t>> window_chars(
-      std::string_view model) const {
+  std::vector<std::pair<WorkerId, std::uint64_t>> window_chars(std::string_view model) const {
     std::vector<std::pair<WorkerId, std::uint64_t>> out;
     detail::ReaderMutexLock models(&models_mu_);
     const ModelState* st = find_named(model);
@@ -256,8 +249,7 @@ class Bucket {
   // The initial split of [0, max_length) over `workers` buckets: gap =
   // max(1, max_length / workers), bucket i is [i*gap, (i+1)*gap - 1] and
   // the last one ends at kMaxLength. Empty for 0 workers.
-  static std::vector<Range> initial_split(std::size_t workers,
-                                          std::uint64_t max_length) {
+  static std::vector<Range> initial_split(std::size_t workers, std::uint64_t max_length) {
     std::vector<Range> out(workers);
     if (workers == 0) return out;
     const std::uint64_t gap = std::max<std::uint64_t>(1, max_length / workers);
@@ -282,8 +274,7 @@ class Bucket {
   // Example: lengths 5, 10, 15, 20, 24, 26 over 3 buckets with per_bucket
   // 33 (100 / 3) give [0,20], [21,26], [27,MAX].
   static std::vector<Range> rebucket(std::span<const std::uint64_t> sorted_lengths,
-                                     std::size_t workers,
-                                     std::uint64_t per_bucket) {
+                                     std::size_t workers, std::uint64_t per_bucket) {
     std::vector<Range> out(workers);
     std::uint64_t upper = 0;
     std::size_t pos = 0;
@@ -325,9 +316,7 @@ class Bucket {
    public:
     bool empty() const noexcept { return size_ == 0; }
     std::size_t size() const noexcept { return size_; }
-    Sample& operator[](std::size_t i) noexcept {
-      return buf_[(head_ + i) % buf_.size()];
-    }
+    Sample& operator[](std::size_t i) noexcept { return buf_[(head_ + i) % buf_.size()]; }
     const Sample& operator[](std::size_t i) const noexcept {
       return buf_[(head_ + i) % buf_.size()];
     }
@@ -390,16 +379,14 @@ class Bucket {
 
   // A uniformly random healthy worker. Requires !healthy.empty().
   Decision random_fallback(std::span<const Worker* const> healthy) noexcept {
-    return Decision::pick(healthy[rng_.below(healthy.size())],
-                          Branch::kRandomFallback);
+    return Decision::pick(healthy[rng_.below(healthy.size())], Branch::kRandomFallback);
   }
 
   // The all-workers group and a named model's group are keyed by model
   // name; the model-less workers' group (an undeclared model) has model ""
   // too, but different members, so it gets a state of its own.
   static bool is_wildcard(const ClusterView& c) noexcept {
-    return c.snapshot != nullptr && c.model().empty() &&
-           c.group != &c.snapshot->group("");
+    return c.snapshot != nullptr && c.model().empty() && c.group != &c.snapshot->group("");
   }
 
   // Returns the state for `c`'s group, creating it on first use; null when
@@ -426,8 +413,7 @@ class Bucket {
       }
       if (*slot == nullptr) {
         *slot = std::make_unique<ModelState>();
-        (*slot)->next_adjust_ns.store(sat_add_ns(now, interval_ns_),
-                                      std::memory_order_relaxed);
+        (*slot)->next_adjust_ns.store(sat_add_ns(now, interval_ns_), std::memory_order_relaxed);
       }
       return slot->get();
     } catch (...) {
@@ -492,8 +478,7 @@ class Bucket {
     return chars_in(st.workers, st.chars, id);
   }
   // `chars` of the worker `id` in the parallel arrays, 0 when it is absent.
-  static std::uint64_t chars_in(std::span<const WorkerId> ids,
-                                std::span<const std::uint64_t> chars,
+  static std::uint64_t chars_in(std::span<const WorkerId> ids, std::span<const std::uint64_t> chars,
                                 WorkerId id) noexcept {
     auto it = std::lower_bound(ids.begin(), ids.end(), id);
     if (it == ids.end() || *it != id) return 0;
@@ -512,8 +497,8 @@ class Bucket {
     }
   }
 
-  void record(ModelState& st, std::int64_t now, std::uint64_t len,
-              WorkerId id) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+  void record(ModelState& st, std::int64_t now, std::uint64_t len, WorkerId id) noexcept
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
     // Out of memory: the request goes unrecorded.
     if (!st.window.push_back(Sample{now, len, id})) return;
     st.total = sat_add(st.total, len);
@@ -521,8 +506,7 @@ class Bucket {
     if (i < st.chars.size()) st.chars[i] = sat_add(st.chars[i], len);
   }
 
-  bool imbalanced(const ModelState& st,
-                  std::span<const Worker* const> healthy) const noexcept
+  bool imbalanced(const ModelState& st, std::span<const Worker* const> healthy) const noexcept
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
     std::uint64_t mx = 0;
     std::uint64_t mn = kMaxLength;
@@ -535,28 +519,23 @@ class Bucket {
            static_cast<double>(mx) > rel_threshold_ * static_cast<double>(mn);
   }
 
-  static const Worker* find_healthy(std::span<const Worker* const> healthy,
-                                    WorkerId id) noexcept {
-    auto it = std::lower_bound(
-        healthy.begin(), healthy.end(), id,
-        [](const Worker* w, WorkerId v) { return w->id < v; });
+  static const Worker* find_healthy(std::span<const Worker* const> healthy, WorkerId id) noexcept {
+    auto it = std::lower_bound(healthy.begin(), healthy.end(), id,
+                               [](const Worker* w, WorkerId v) { return w->id < v; });
     return (it != healthy.end() && (*it)->id == id) ? *it : nullptr;
   }
 
   // The owner of the bucket containing `len`, or the nearest healthy one;
   // null when no bucket owner is healthy in `healthy`.
-  static const Worker* bucket_owner(const ModelState& st,
-                                    std::span<const Worker* const> healthy,
+  static const Worker* bucket_owner(const ModelState& st, std::span<const Worker* const> healthy,
                                     std::uint64_t len, Branch& branch) noexcept
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
     const std::size_t n = st.ranges.size();
     if (n == 0) return nullptr;
-    auto it = std::upper_bound(
-        st.ranges.begin(), st.ranges.end(), len,
-        [](std::uint64_t v, const Range& r) { return v < r.lo; });
+    auto it = std::upper_bound(st.ranges.begin(), st.ranges.end(), len,
+                               [](std::uint64_t v, const Range& r) { return v < r.lo; });
     const std::size_t home =
-        it == st.ranges.begin() ? 0
-                                : static_cast<std::size_t>(it - st.ranges.begin()) - 1;
+        it == st.ranges.begin() ? 0 : static_cast<std::size_t>(it - st.ranges.begin()) - 1;
     if (const Worker* w = find_healthy(healthy, st.workers[home])) {
       branch = Branch::kBucketHit;
       return w;
@@ -584,15 +563,13 @@ class Bucket {
         missed > (std::numeric_limits<std::int64_t>::max() - tick) / interval_ns_
             ? std::numeric_limits<std::int64_t>::max()
             : tick + missed * interval_ns_;
-    if (!st.next_adjust_ns.compare_exchange_strong(tick, next,
-                                                   std::memory_order_relaxed)) {
+    if (!st.next_adjust_ns.compare_exchange_strong(tick, next, std::memory_order_relaxed)) {
       return;
     }
     adjust(st, tick);
   }
 
-  void adjust(ModelState& st, std::int64_t tick) noexcept
-      ABSL_LOCKS_EXCLUDED(st.mu, st.adjust_mu) {
+  void adjust(ModelState& st, std::int64_t tick) noexcept ABSL_LOCKS_EXCLUDED(st.mu, st.adjust_mu) {
     detail::MutexLock adjusting(&st.adjust_mu);
     std::uint64_t version = 0;
     std::uint64_t old = 0;
@@ -643,8 +620,7 @@ class Bucket {
   detail::SharedRng rng_;
 
   mutable detail::Mutex models_mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<ModelState>> models_
-      ABSL_GUARDED_BY(models_mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<ModelState>> models_ ABSL_GUARDED_BY(models_mu_);
   std::unique_ptr<ModelState> wildcard_ ABSL_GUARDED_BY(models_mu_);
 };
 

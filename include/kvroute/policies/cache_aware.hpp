@@ -142,8 +142,7 @@ class CacheAware {
       return Decision::pick(least_loaded(healthy, c), Branch::kCacheMiss);
     }
     const MatchResult m = tree->match(r.text, Chooser{this, healthy, &c});
-    if (m.has_tenant() &&
-        m.match_rate() > static_cast<float>(opt_.cache_threshold)) {
+    if (m.has_tenant() && m.match_rate() > static_cast<float>(opt_.cache_threshold)) {
       if (const Worker* w = find(healthy, m.tenant)) {
         return place(tree, r, w, Branch::kCacheHit, &m);
       }
@@ -163,15 +162,14 @@ class CacheAware {
   EvictResult report_cached(const RequestView& request, const Decision& decision,
                             std::uint64_t cached) noexcept {
     if (!decision || decision.claimed == 0) return {};
-    return report_cached(request.model, decision.worker->id, decision.claimed,
-                         decision.ticket, cached);
+    return report_cached(request.model, decision.worker->id, decision.claimed, decision.ticket,
+                         cached);
   }
   // The same, for a host that kept only the decision's fields.
-  EvictResult report_cached(std::string_view model, WorkerId worker,
-                            std::uint64_t claimed, std::uint64_t ticket,
-                            std::uint64_t cached) noexcept {
-    const auto ratio_slack = static_cast<std::uint64_t>(
-        opt_.feedback_slack_ratio * static_cast<double>(claimed));
+  EvictResult report_cached(std::string_view model, WorkerId worker, std::uint64_t claimed,
+                            std::uint64_t ticket, std::uint64_t cached) noexcept {
+    const auto ratio_slack =
+        static_cast<std::uint64_t>(opt_.feedback_slack_ratio * static_cast<double>(claimed));
     const std::uint64_t slack = std::max(opt_.feedback_slack_chars, ratio_slack);
     if (cached >= claimed || claimed - cached <= slack) return {};
     ApproxRadixTree* tree = find_tree(model);
@@ -212,9 +210,7 @@ class CacheAware {
 
   // The model's tree, or null before its first request: for stats, tests,
   // and hosts that seed or inspect it (the tree is thread-safe).
-  ApproxRadixTree* tree(std::string_view model) const noexcept {
-    return find_tree(model);
-  }
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return find_tree(model); }
   const Options& options() const noexcept { return opt_; }
 
  private:
@@ -336,9 +332,8 @@ class CacheAware {
     const std::int64_t now = clock_->now().count();
     std::int64_t due = next_sweep_ns_.load(std::memory_order_relaxed);
     if (now < due) return;
-    if (!next_sweep_ns_.compare_exchange_strong(
-            due, sat_add(now, opt_.eviction_interval.count()),
-            std::memory_order_relaxed)) {
+    if (!next_sweep_ns_.compare_exchange_strong(due, sat_add(now, opt_.eviction_interval.count()),
+                                                std::memory_order_relaxed)) {
       return;  // another thread sweeps
     }
     maintain();

@@ -112,8 +112,7 @@ class ConsistentHashing {
       return Decision::none(Branch::kTargetWorkerMiss);
     }
 
-    if (std::optional<std::string_view> key = r.header(kRoutingKeyHeader);
-        key && !key->empty()) {
+    if (std::optional<std::string_view> key = r.header(kRoutingKeyHeader); key && !key->empty()) {
       return ring_lookup(*key, Branch::kRoutingKeyHit, c);
     }
 
@@ -132,8 +131,7 @@ class ConsistentHashing {
   // that is the URL of any worker in the snapshot names that worker (and
   // misses when it is not a member); otherwise it must be the full decimal
   // spelling of a member's id.
-  static const Worker* resolve_target(std::string_view value,
-                                      const ClusterView& c) noexcept {
+  static const Worker* resolve_target(std::string_view value, const ClusterView& c) noexcept {
     const auto members = c.members();
     if (c.snapshot != nullptr) {
       if (const Worker* w = c.snapshot->find_url(value)) {
@@ -152,16 +150,13 @@ class ConsistentHashing {
   }
 
   // `members` is in ascending id order. Complexity: O(log n).
-  static const Worker* member_by_id(std::span<const Worker* const> members,
-                                    WorkerId id) noexcept {
-    auto it = std::lower_bound(
-        members.begin(), members.end(), id,
-        [](const Worker* w, WorkerId v) { return w->id < v; });
+  static const Worker* member_by_id(std::span<const Worker* const> members, WorkerId id) noexcept {
+    auto it = std::lower_bound(members.begin(), members.end(), id,
+                               [](const Worker* w, WorkerId v) { return w->id < v; });
     return (it != members.end() && (*it)->id == id) ? *it : nullptr;
   }
 
-  Decision ring_lookup(std::string_view key, Branch hit,
-                       const ClusterView& c) noexcept {
+  Decision ring_lookup(std::string_view key, Branch hit, const ClusterView& c) noexcept {
     const auto members = c.members();
     const auto healthy = c.healthy();
     const detail::HashRing& ring = c.group->ring();
@@ -179,26 +174,23 @@ class ConsistentHashing {
     }
 
     std::int64_t owner = -1;
-    const std::int64_t got =
-        ring.walk(detail::HashRing::position(key), [&](std::uint32_t m) {
-          const Worker* w = members[m];
-          if (!c.eligible(*w)) return false;
-          if (owner < 0) owner = m;
-          return !bounded || !(static_cast<double>(c.in_flight(*w)) > bound);
-        });
+    const std::int64_t got = ring.walk(detail::HashRing::position(key), [&](std::uint32_t m) {
+      const Worker* w = members[m];
+      if (!c.eligible(*w)) return false;
+      if (owner < 0) owner = m;
+      return !bounded || !(static_cast<double>(c.in_flight(*w)) > bound);
+    });
     // The ring holds every member and one is healthy, so there is an owner;
     // the random pick only guards against a ring that disagrees with them.
     if (KVROUTE_UNLIKELY(owner < 0)) return random_pick(healthy);
     if (got < 0 || got == owner) {
       return Decision::pick(members[static_cast<std::size_t>(owner)], hit);
     }
-    return Decision::pick(members[static_cast<std::size_t>(got)],
-                          Branch::kBoundedLoadSpill);
+    return Decision::pick(members[static_cast<std::size_t>(got)], Branch::kBoundedLoadSpill);
   }
 
   Decision random_pick(std::span<const Worker* const> healthy) noexcept {
-    return Decision::pick(healthy[rng_.below(healthy.size())],
-                          Branch::kRandomFallback);
+    return Decision::pick(healthy[rng_.below(healthy.size())], Branch::kRandomFallback);
   }
 
   detail::SharedRng rng_;

@@ -137,9 +137,8 @@ class LeastPrefill {
     sweep_if_due();
     ApproxRadixTree* tree = tree_for(r.model);
     if (tree == nullptr) {  // out of memory: least queued work, no affinity
-      return Decision::pick(detail::pick_min(healthy, [&c](const Worker& w) {
-                              return queued(c, w);
-                            }, rng_),
+      return Decision::pick(detail::pick_min(
+                                healthy, [&c](const Worker& w) { return queued(c, w); }, rng_),
                             Branch::kCacheMiss);
     }
     // Each healthy worker's matched length and the recency of its deepest
@@ -206,8 +205,7 @@ class LeastPrefill {
           drawn = true;
         }
         local = detail::splitmix64(local);
-        if (static_cast<std::uint64_t>((static_cast<detail::uint128>(local) * ties) >> 64) ==
-            0) {
+        if (static_cast<std::uint64_t>((static_cast<detail::uint128>(local) * ties) >> 64) == 0) {
           chosen = w;
           chosen_match = len;
           chosen_ticket = ticket;
@@ -230,9 +228,8 @@ class LeastPrefill {
   // chars_per_token).
   std::int64_t predicted_tokens(const RequestView& r, const Decision& d,
                                 std::int64_t prompt_tokens = -1) const noexcept {
-    const double total = prompt_tokens >= 0
-                             ? static_cast<double>(prompt_tokens)
-                             : static_cast<double>(text_units(r.text)) / cpt_;
+    const double total = prompt_tokens >= 0 ? static_cast<double>(prompt_tokens)
+                                            : static_cast<double>(text_units(r.text)) / cpt_;
     const double left = total - static_cast<double>(d.claimed) / cpt_;
     return left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left));
   }
@@ -372,8 +369,8 @@ class LeastPrefill {
     const std::int64_t now = clock_->now().count();
     std::int64_t due = next_sweep_ns_.load(std::memory_order_relaxed);
     if (now < due) return;
-    if (!next_sweep_ns_.compare_exchange_strong(
-            due, sat_add(now, opt_.eviction_interval.count()), std::memory_order_relaxed)) {
+    if (!next_sweep_ns_.compare_exchange_strong(due, sat_add(now, opt_.eviction_interval.count()),
+                                                std::memory_order_relaxed)) {
       return;
     }
     maintain();

@@ -172,8 +172,7 @@ class Manual {
     }
     const Worker* w = assign(c);
     try {
-      s.map.emplace(OwnedKey{std::string(kv.model), std::string(kv.key)},
-                    fresh_entry(w->id, now));
+      s.map.emplace(OwnedKey{std::string(kv.model), std::string(kv.key)}, fresh_entry(w->id, now));
       size_.fetch_add(1, std::memory_order_relaxed);
     } catch (...) {
       // Out of memory: route this request statelessly; the key stays new.
@@ -214,14 +213,11 @@ class Manual {
   void maintain() noexcept { sweep(clock_->now().count()); }
 
   // Entries stored, including expired ones not yet swept. Complexity: O(1).
-  std::size_t size() const noexcept {
-    return size_.load(std::memory_order_relaxed);
-  }
+  std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 
   // The stored entry for (model, key), expired or not; nullopt when there is
   // none. For tests and debugging: allocates.
-  std::optional<EntryInfo> entry(std::string_view model,
-                                 std::string_view key) const {
+  std::optional<EntryInfo> entry(std::string_view model, std::string_view key) const {
     const KeyView kv{model, key};
     const Shard& s = shard_for(KeyHash{}(kv));
     detail::MutexLock lock(&s.mu);
@@ -299,8 +295,7 @@ class Manual {
   // Appends `id`, dropping the oldest candidate when the list is full.
   static void push_bounded(Entry& e, WorkerId id) noexcept {
     if (e.count == kMaxCandidates) {
-      std::move(e.candidates.begin() + 1, e.candidates.end(),
-                e.candidates.begin());
+      std::move(e.candidates.begin() + 1, e.candidates.end(), e.candidates.begin());
       --e.count;
     }
     e.candidates[e.count++] = id;
@@ -308,11 +303,9 @@ class Manual {
 
   // The healthy worker with `id`, or null. `healthy` is in ascending id
   // order. Complexity: O(log n).
-  static const Worker* find_healthy(std::span<const Worker* const> healthy,
-                                    WorkerId id) noexcept {
-    auto it = std::lower_bound(
-        healthy.begin(), healthy.end(), id,
-        [](const Worker* w, WorkerId v) { return w->id < v; });
+  static const Worker* find_healthy(std::span<const Worker* const> healthy, WorkerId id) noexcept {
+    auto it = std::lower_bound(healthy.begin(), healthy.end(), id,
+                               [](const Worker* w, WorkerId v) { return w->id < v; });
     return (it != healthy.end() && (*it)->id == id) ? *it : nullptr;
   }
 
@@ -331,8 +324,7 @@ class Manual {
         return detail::pick_min(
             healthy,
             [&c](const Worker& w) {
-              return c.load != nullptr ? c.load->active_keys(w.id)
-                                       : std::int64_t{0};
+              return c.load != nullptr ? c.load->active_keys(w.id) : std::int64_t{0};
             },
             rng_);
       case AssignmentMode::kRandom:
@@ -341,17 +333,13 @@ class Manual {
     return healthy[rng_.below(healthy.size())];
   }
 
-  Shard& shard_for(std::size_t h) noexcept {
-    return shards_[shard_index(h)];
-  }
-  const Shard& shard_for(std::size_t h) const noexcept {
-    return shards_[shard_index(h)];
-  }
+  Shard& shard_for(std::size_t h) noexcept { return shards_[shard_index(h)]; }
+  const Shard& shard_for(std::size_t h) const noexcept { return shards_[shard_index(h)]; }
   // The top bits of a re-mixed hash, so that the shard choice does not thin
   // out the bits each shard's table probes with.
   static std::size_t shard_index(std::size_t h) noexcept {
-    return static_cast<std::size_t>(
-        detail::splitmix64(static_cast<std::uint64_t>(h)) >> (64 - kShardBits));
+    return static_cast<std::size_t>(detail::splitmix64(static_cast<std::uint64_t>(h)) >>
+                                    (64 - kShardBits));
   }
 
   // Sweeps when the interval has passed; one caller wins each interval.
@@ -359,8 +347,8 @@ class Manual {
     if (interval_ns_ <= 0 || max_idle_ns_ <= 0) return;
     std::int64_t next = next_sweep_ns_.load(std::memory_order_relaxed);
     if (now < next) return;
-    if (!next_sweep_ns_.compare_exchange_strong(
-            next, sat_add(now, interval_ns_), std::memory_order_relaxed)) {
+    if (!next_sweep_ns_.compare_exchange_strong(next, sat_add(now, interval_ns_),
+                                                std::memory_order_relaxed)) {
       return;
     }
     sweep(now);
@@ -370,8 +358,8 @@ class Manual {
     if (max_idle_ns_ <= 0) return;
     for (Shard& s : shards_) {
       detail::MutexLock lock(&s.mu);
-      const std::size_t erased = absl::erase_if(
-          s.map, [&](const auto& kv) { return expired(kv.second, now); });
+      const std::size_t erased =
+          absl::erase_if(s.map, [&](const auto& kv) { return expired(kv.second, now); });
       size_.fetch_sub(erased, std::memory_order_relaxed);
     }
   }

@@ -60,14 +60,12 @@ class PowerOfTwo {
 
  private:
   // `a` is the first draw.
-  static const Worker* better(const Worker& a, const Worker& b,
-                              const ClusterView& c) noexcept {
+  static const Worker* better(const Worker& a, const Worker& b, const ClusterView& c) noexcept {
     if (c.load == nullptr) return &a;
     const ReportedLoad ra = c.load->reported(a.id);
     const ReportedLoad rb = c.load->reported(b.id);
     std::int64_t la, lb;
-    if (ra.state == ReportedLoad::State::kKnown &&
-        rb.state == ReportedLoad::State::kKnown) {
+    if (ra.state == ReportedLoad::State::kKnown && rb.state == ReportedLoad::State::kKnown) {
       la = ra.value;
       lb = rb.value;
     } else {

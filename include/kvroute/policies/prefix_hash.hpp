@@ -90,8 +90,7 @@ class PrefixHash {
       : rng_(o.seed),
         prefix_token_count_(std::max<std::size_t>(o.prefix_token_count, 1)),
         load_factor_(o.load_factor) {
-    KVROUTE_ASSERT(o.prefix_token_count > 0,
-                   "PrefixHash: prefix_token_count must be > 0");
+    KVROUTE_ASSERT(o.prefix_token_count > 0, "PrefixHash: prefix_token_count must be > 0");
   }
 
   std::string_view name() const noexcept { return "prefix_hash"; }
@@ -148,18 +147,15 @@ class PrefixHash {
     // the random one only guards against a ring that disagrees with them.
     if (KVROUTE_UNLIKELY(pick < 0)) return random_pick(healthy);
     if (got == pick) {
-      return Decision::pick(members[static_cast<std::size_t>(pick)],
-                            Branch::kRingHit);
+      return Decision::pick(members[static_cast<std::size_t>(pick)], Branch::kRingHit);
     }
     const std::int64_t chosen = got < 0 ? pick : got;
-    return Decision::pick(members[static_cast<std::size_t>(chosen)],
-                          Branch::kLoadBalanceWalk);
+    return Decision::pick(members[static_cast<std::size_t>(chosen)], Branch::kLoadBalanceWalk);
   }
 
  private:
   Decision random_pick(std::span<const Worker* const> healthy) noexcept {
-    return Decision::pick(healthy[rng_.below(healthy.size())],
-                          Branch::kRandomFallback);
+    return Decision::pick(healthy[rng_.below(healthy.size())], Branch::kRandomFallback);
   }
 
   detail::SharedRng rng_;
