@@ -4,8 +4,10 @@
 set -eu
 
 # prometheus brings promtool, which checks the rendered metrics; libcpp-httplib-dev
-# and nlohmann-json3-dev serve the HTTP router example.
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus zlib1g-dev"
+# and nlohmann-json3-dev serve the HTTP router example (and zlib1g-dev the
+# simulator's gzip input); clang, clang-format, clang-tidy and
+# libclang-rt-14-dev serve the clang, fuzz and lint legs.
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus zlib1g-dev clang clang-format clang-tidy libclang-rt-14-dev"
 
 missing=""
 for p in $packages; do

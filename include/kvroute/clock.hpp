@@ -46,8 +46,8 @@ class SteadyClock final : public Clock {
 };
 
 inline const Clock& Clock::steady() noexcept {
-  static const SteadyClock clock;
-  return clock;
+  static const SteadyClock kClock;
+  return kClock;
 }
 
 // A clock that moves only when told to.

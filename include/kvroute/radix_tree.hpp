@@ -916,7 +916,7 @@ class BasicApproxRadixTree {
     if (cur != nullptr) return cur;
     void* p = alloc(sizeof(TenantState));
     if (p == nullptr) return nullptr;
-    TenantState* fresh = new (p) TenantState(t);
+    auto* fresh = new (p) TenantState(t);
     if (!slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       fresh->~TenantState();
@@ -1538,12 +1538,12 @@ class BasicApproxRadixTree {
     if (units != units_.load()) return fail("unit count is wrong");
     if (symbols != symbols_.load()) return fail("symbol count is wrong");
     if (claims != claims_.load()) return fail("claim count is wrong");
-    for (std::size_t i = 0; i < 256; ++i) {
-      const TenantMid* mid = top_[i].load();
+    for (const auto& top : top_) {
+      const TenantMid* mid = top.load();
       if (mid == nullptr) continue;
       bytes += sizeof(TenantMid);
-      for (std::size_t j = 0; j < 256; ++j) {
-        if (mid->slot[j].load() != nullptr) bytes += sizeof(TenantLeaf);
+      for (const auto& leaf : mid->slot) {
+        if (leaf.load() != nullptr) bytes += sizeof(TenantLeaf);
       }
     }
     if (bytes != bytes_.load()) {

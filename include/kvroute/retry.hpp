@@ -108,7 +108,7 @@ constexpr bool retryable_status(int status) noexcept {
 // The delay before attempt k + 1 (k from 0), with `u` in [-1, 1) scaling the
 // jitter (pass 0 for none).
 inline std::chrono::nanoseconds backoff(const RetryOptions& o, std::uint32_t k, double u) noexcept {
-  const double max_ns = static_cast<double>(o.max_backoff.count());
+  const auto max_ns = static_cast<double>(o.max_backoff.count());
   double ns = static_cast<double>(o.initial_backoff.count()) *
               std::pow(o.multiplier, static_cast<double>(k));
   ns = std::min(ns, max_ns);

@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "kvroute/config.hpp"
@@ -67,6 +68,7 @@ struct WorkerId {
   std::uint32_t value = kInvalidValue;
 
   constexpr bool valid() const noexcept { return value != kInvalidValue; }
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads defaulted <=>
   friend constexpr auto operator<=>(WorkerId, WorkerId) = default;
   template <class H>
   friend H AbslHashValue(H h, WorkerId id) {
@@ -388,7 +390,7 @@ class WorkerSet {
       return absl::InvalidArgumentError(absl::StrCat(
           "worker url: ", s.url.size(), " bytes exceeds the limit of ", kMaxWorkerUrlBytes, where));
     }
-    if (detail::has_control_byte(s.url) || s.url.find(' ') != std::string::npos) {
+    if (detail::has_control_byte(s.url) || absl::StrContains(s.url, " ")) {
       return absl::InvalidArgumentError(absl::StrCat("worker url: '", absl::CHexEscape(s.url),
                                                      "' contains a space or control byte", where));
     }

@@ -42,7 +42,7 @@ inline constexpr bool has_control_byte(std::string_view s) noexcept {
 }
 
 inline constexpr absl::string_view to_absl(std::string_view s) noexcept {
-  return absl::string_view(s.data(), s.size());
+  return {s.data(), s.size()};
 }
 
 }  // namespace detail

@@ -65,7 +65,7 @@ class HashRing {
     if (points_.empty()) return -1;
     auto it = std::lower_bound(points_.begin(), points_.end(), pos,
                                [](const Point& p, std::uint64_t v) { return p.pos < v; });
-    std::size_t start = static_cast<std::size_t>(it - points_.begin());
+    auto start = static_cast<std::size_t>(it - points_.begin());
     const std::size_t n = points_.size();
     for (std::size_t k = 0; k < n; ++k) {
       const std::uint32_t m = points_[(start + k) % n].member;

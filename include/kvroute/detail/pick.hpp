@@ -48,7 +48,7 @@ const Worker* pick_min(std::span<const Worker* const> ws, Key&& key, Accept&& ac
         drawn = true;
       }
       local = splitmix64(local);
-      if (static_cast<std::uint64_t>((static_cast<uint128>(local) * ties) >> 64) == 0) {
+      if (static_cast<std::uint64_t>((static_cast<Uint128>(local) * ties) >> 64) == 0) {
         best = w;
       }
     }

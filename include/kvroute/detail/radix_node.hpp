@@ -194,10 +194,13 @@ struct RadixNode {
 
   static constexpr std::size_t align8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
   static constexpr std::size_t child_block_bytes(std::uint32_t cap) noexcept {
-    return align8(cap * sizeof(Key)) + cap * sizeof(RadixNode*);
+    // Arrays of pointers, sized as such.
+    return align8(cap * sizeof(Key)) +
+           cap * sizeof(RadixNode*);  // NOLINT(bugprone-sizeof-expression)
   }
   static constexpr std::size_t tenant_block_bytes(std::uint32_t cap) noexcept {
-    return align8(cap * sizeof(std::uint32_t)) + cap * sizeof(RadixClaim*);
+    return align8(cap * sizeof(std::uint32_t)) +
+           cap * sizeof(RadixClaim*);  // NOLINT(bugprone-sizeof-expression)
   }
 
   Key* keys() const noexcept { return static_cast<Key*>(child_block); }

@@ -21,7 +21,7 @@ KVROUTE_NAMESPACE_BEGIN
 namespace detail {
 
 // -Wpedantic rejects the bare spelling; __extension__ marks it deliberate.
-__extension__ typedef unsigned __int128 uint128;
+__extension__ using Uint128 = unsigned __int128;
 
 inline constexpr std::uint64_t splitmix64(std::uint64_t z) noexcept {
   z += 0x9E3779B97F4A7C15ull;
@@ -44,7 +44,7 @@ class SharedRng {
     KVROUTE_ASSERT(n > 0, "SharedRng::below(0)");
     // Lemire's multiply-shift; the bias is below 2^-64 * n, far beneath
     // anything a router can observe.
-    return static_cast<std::uint64_t>((static_cast<uint128>(next()) * n) >> 64);
+    return static_cast<std::uint64_t>((static_cast<Uint128>(next()) * n) >> 64);
   }
 
   // Returns a uniform double in [0, 1).

@@ -205,7 +205,7 @@ class LeastPrefill {
           drawn = true;
         }
         local = detail::splitmix64(local);
-        if (static_cast<std::uint64_t>((static_cast<detail::uint128>(local) * ties) >> 64) == 0) {
+        if (static_cast<std::uint64_t>((static_cast<detail::Uint128>(local) * ties) >> 64) == 0) {
           chosen = w;
           chosen_match = len;
           chosen_ticket = ticket;
