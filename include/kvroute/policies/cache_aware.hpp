@@ -76,7 +76,7 @@
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
 #include "kvroute/detail/ascii.hpp"
-#include "kvroute/detail/mutex.hpp"
+#include "kvroute/detail/model_trees.hpp"
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
 #include "kvroute/load_tracker.hpp"
@@ -120,9 +120,11 @@ class CacheAware {
   CacheAware() noexcept : CacheAware(Options{}) {}
   explicit CacheAware(Options o) noexcept
       : opt_(o),
-        clock_(o.clock != nullptr ? o.clock : &Clock::steady()),
         rng_(o.seed),
-        next_sweep_ns_(sat_add(clock_->now().count(), o.eviction_interval.count())) {}
+        trees_({.max_tree_size = o.max_tree_size,
+                .reactive_eviction = o.reactive_eviction,
+                .eviction_interval = o.eviction_interval,
+                .clock = o.clock}) {}
 
   CacheAware(const CacheAware&) = delete;
   CacheAware& operator=(const CacheAware&) = delete;
@@ -132,8 +134,8 @@ class CacheAware {
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
     const auto healthy = c.healthy();
     if (healthy.empty()) return c.no_worker();
-    sweep_if_due();
-    ApproxRadixTree* tree = tree_for(r.model);
+    trees_.sweep_if_due();
+    ApproxRadixTree* tree = trees_.get_or_create(r.model);
 
     if (imbalanced(healthy, c)) {
       return place(tree, r, least_loaded(healthy, c), Branch::kImbalanced, nullptr);
@@ -172,50 +174,24 @@ class CacheAware {
         static_cast<std::uint64_t>(opt_.feedback_slack_ratio * static_cast<double>(claimed));
     const std::uint64_t slack = std::max(opt_.feedback_slack_chars, ratio_slack);
     if (cached >= claimed || claimed - cached <= slack) return {};
-    ApproxRadixTree* tree = find_tree(model);
+    ApproxRadixTree* tree = trees_.find(model);
     if (tree == nullptr) return {};
     return tree->drop_older_than(worker.value, ticket + 1);
   }
 
-  // A worker left: forget it in every tree.
-  void on_worker_removed(WorkerId id) noexcept {
-    for_each_tree([id](ApproxRadixTree& t) { t.remove_tenant(id.value); });
-    // A selection still running on an older snapshot may insert for it once
-    // more, before or after any sweep; ids are never reused, so the policy
-    // remembers every removed id (4 bytes each) and each sweep removes them
-    // all again: such a leftover lives one eviction interval at most.
-    detail::MutexLock lock(&mu_);
-    try {
-      removed_.insert(id.value);
-    } catch (...) {
-    }
-  }
+  // A worker left: forget it in every tree (and again on every sweep: a
+  // selection still running on an older snapshot may insert for it).
+  void on_worker_removed(WorkerId id) noexcept { trees_.on_worker_removed(id); }
 
   // Sweeps now: every tree to max_tree_size, and removed workers again.
-  void maintain() noexcept {
-    std::vector<TenantId> removed;
-    {
-      detail::ReaderMutexLock lock(&mu_);
-      try {
-        removed.assign(removed_.begin(), removed_.end());
-      } catch (...) {
-      }
-    }
-    const std::size_t budget = budget_units();
-    for_each_tree([&](ApproxRadixTree& t) {
-      for (TenantId id : removed) t.remove_tenant(id);
-      t.evict(budget);
-    });
-  }
+  void maintain() noexcept { trees_.maintain(); }
 
   // The model's tree, or null before its first request: for stats, tests,
   // and hosts that seed or inspect it (the tree is thread-safe).
-  ApproxRadixTree* tree(std::string_view model) const noexcept { return find_tree(model); }
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
   const Options& options() const noexcept { return opt_; }
 
  private:
-  using Trees = absl::flat_hash_map<std::string, std::unique_ptr<ApproxRadixTree>>;
-
   // The deepest node's tenants, filtered to healthy members.
   struct Chooser {
     const CacheAware* self;
@@ -240,13 +216,6 @@ class CacheAware {
       return best;
     }
   };
-
-  static std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
-    if (b <= 0) return std::numeric_limits<std::int64_t>::max();
-    return a > std::numeric_limits<std::int64_t>::max() - b
-               ? std::numeric_limits<std::int64_t>::max()
-               : a + b;
-  }
 
   // The healthy member with id `t` (healthy is in ascending id order).
   static const Worker* find(std::span<const Worker* const> healthy, TenantId t) noexcept {
@@ -283,69 +252,9 @@ class CacheAware {
     return d;
   }
 
-  std::size_t budget_units() const noexcept {
-    return opt_.max_tree_size > std::numeric_limits<std::size_t>::max()
-               ? std::numeric_limits<std::size_t>::max()
-               : static_cast<std::size_t>(opt_.max_tree_size);
-  }
-
-  ApproxRadixTree* find_tree(std::string_view model) const noexcept {
-    detail::ReaderMutexLock lock(&mu_);
-    auto it = trees_.find(detail::to_absl(model));
-    return it == trees_.end() ? nullptr : it->second.get();
-  }
-
-  // The model's tree, created on first sight; null only when out of memory.
-  ApproxRadixTree* tree_for(std::string_view model) noexcept {
-    if (ApproxRadixTree* t = find_tree(model)) return t;
-    try {
-      auto fresh = std::make_unique<ApproxRadixTree>(ApproxRadixTree::Options{
-          .tenant_budget = opt_.reactive_eviction ? budget_units() : kUnlimitedBudget});
-      detail::MutexLock lock(&mu_);
-      auto [it, inserted] = trees_.try_emplace(std::string(model), nullptr);
-      if (inserted) it->second = std::move(fresh);
-      return it->second.get();
-    } catch (...) {
-      return nullptr;
-    }
-  }
-
-  template <class F>
-  void for_each_tree(F&& f) noexcept {
-    std::vector<ApproxRadixTree*> trees;
-    {
-      detail::ReaderMutexLock lock(&mu_);
-      try {
-        trees.reserve(trees_.size());
-        for (auto& [model, t] : trees_) trees.push_back(t.get());
-      } catch (...) {
-        return;
-      }
-    }
-    // Trees are never destroyed before the policy, so no lock is needed to
-    // use them.
-    for (ApproxRadixTree* t : trees) f(*t);
-  }
-
-  void sweep_if_due() noexcept {
-    if (opt_.eviction_interval.count() <= 0) return;
-    const std::int64_t now = clock_->now().count();
-    std::int64_t due = next_sweep_ns_.load(std::memory_order_relaxed);
-    if (now < due) return;
-    if (!next_sweep_ns_.compare_exchange_strong(due, sat_add(now, opt_.eviction_interval.count()),
-                                                std::memory_order_relaxed)) {
-      return;  // another thread sweeps
-    }
-    maintain();
-  }
-
   const Options opt_;
-  const Clock* const clock_;
   detail::SharedRng rng_;
-  std::atomic<std::int64_t> next_sweep_ns_;
-  mutable detail::Mutex mu_;
-  Trees trees_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<TenantId> removed_ ABSL_GUARDED_BY(mu_);
+  detail::ModelTrees trees_;
 };
 
 static_assert(Policy<CacheAware>);

@@ -82,9 +82,10 @@
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
 #include "kvroute/detail/ascii.hpp"
-#include "kvroute/detail/mutex.hpp"
+#include "kvroute/detail/model_trees.hpp"
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
+#include "kvroute/detail/utf8.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/policy.hpp"
 #include "kvroute/radix_tree.hpp"
@@ -122,9 +123,11 @@ class LeastPrefill {
       : opt_(o),
         cpt_(o.chars_per_token > 0 ? o.chars_per_token : 4.0),
         qw_(o.queue_weight >= 0 ? o.queue_weight : 1.0),
-        clock_(o.clock != nullptr ? o.clock : &Clock::steady()),
         rng_(o.seed),
-        next_sweep_ns_(sat_add(clock_->now().count(), o.eviction_interval.count())) {}
+        trees_({.max_tree_size = o.max_tree_size,
+                .reactive_eviction = true,
+                .eviction_interval = o.eviction_interval,
+                .clock = o.clock}) {}
 
   LeastPrefill(const LeastPrefill&) = delete;
   LeastPrefill& operator=(const LeastPrefill&) = delete;
@@ -134,8 +137,8 @@ class LeastPrefill {
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
     const auto healthy = c.healthy();
     if (healthy.empty()) return c.no_worker();
-    sweep_if_due();
-    ApproxRadixTree* tree = tree_for(r.model);
+    trees_.sweep_if_due();
+    ApproxRadixTree* tree = trees_.get_or_create(r.model);
     if (tree == nullptr) {  // out of memory: least queued work, no affinity
       return Decision::pick(detail::pick_min(
                                 healthy, [&c](const Worker& w) { return queued(c, w); }, rng_),
@@ -251,49 +254,23 @@ class LeastPrefill {
       guard->set_tokens(predicted_tokens(request, real, prompt_tokens));
     }
     if (decision.claimed == 0 || cached >= decision.claimed) return {};
-    ApproxRadixTree* tree = find_tree(request.model);
+    ApproxRadixTree* tree = trees_.find(request.model);
     if (tree == nullptr) return {};
     return tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
   }
 
-  // A worker left: forget it in every tree.
-  void on_worker_removed(WorkerId id) noexcept {
-    for_each_tree([id](ApproxRadixTree& t) { t.remove_tenant(id.value); });
-    // A selection still running on an older snapshot may insert for it once
-    // more, before or after any sweep; ids are never reused, so the policy
-    // remembers every removed id (4 bytes each) and each sweep removes them
-    // all again: such a leftover lives one eviction interval at most.
-    detail::MutexLock lock(&mu_);
-    try {
-      removed_.insert(id.value);
-    } catch (...) {
-    }
-  }
+  // A worker left: forget it in every tree (and again on every sweep: a
+  // selection still running on an older snapshot may insert for it).
+  void on_worker_removed(WorkerId id) noexcept { trees_.on_worker_removed(id); }
 
   // Sweeps now: every tree to max_tree_size, and removed workers again.
-  void maintain() noexcept {
-    std::vector<TenantId> removed;
-    {
-      detail::ReaderMutexLock lock(&mu_);
-      try {
-        removed.assign(removed_.begin(), removed_.end());
-      } catch (...) {
-      }
-    }
-    const std::size_t budget = budget_units();
-    for_each_tree([&](ApproxRadixTree& t) {
-      for (TenantId id : removed) t.remove_tenant(id);
-      t.evict(budget);
-    });
-  }
+  void maintain() noexcept { trees_.maintain(); }
 
   // The model's tree, or null before its first request.
-  ApproxRadixTree* tree(std::string_view model) const noexcept { return find_tree(model); }
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
   const Options& options() const noexcept { return opt_; }
 
  private:
-  using Trees = absl::flat_hash_map<std::string, std::unique_ptr<ApproxRadixTree>>;
-
   static constexpr std::size_t kStackWorkers = 256;
 
   // The index of tenant `t` in `healthy` (ascending ids), or healthy.size().
@@ -309,82 +286,15 @@ class LeastPrefill {
     return c.load ? std::max<std::int64_t>(c.load->in_flight_tokens(w.id), 0) : 0;
   }
 
-  // Code points, the tree's unit for text.
-  static std::size_t text_units(std::string_view s) noexcept {
-    std::size_t n = 0;
-    for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
-    return n;
-  }
-
-  static std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
-    if (b <= 0) return std::numeric_limits<std::int64_t>::max();
-    return a > std::numeric_limits<std::int64_t>::max() - b
-               ? std::numeric_limits<std::int64_t>::max()
-               : a + b;
-  }
-
-  std::size_t budget_units() const noexcept {
-    return opt_.max_tree_size > std::numeric_limits<std::size_t>::max()
-               ? std::numeric_limits<std::size_t>::max()
-               : static_cast<std::size_t>(opt_.max_tree_size);
-  }
-
-  ApproxRadixTree* find_tree(std::string_view model) const noexcept {
-    detail::ReaderMutexLock lock(&mu_);
-    auto it = trees_.find(detail::to_absl(model));
-    return it == trees_.end() ? nullptr : it->second.get();
-  }
-
-  ApproxRadixTree* tree_for(std::string_view model) noexcept {
-    if (ApproxRadixTree* t = find_tree(model)) return t;
-    try {
-      auto fresh = std::make_unique<ApproxRadixTree>(
-          ApproxRadixTree::Options{.tenant_budget = budget_units()});
-      detail::MutexLock lock(&mu_);
-      auto [it, inserted] = trees_.try_emplace(std::string(model), nullptr);
-      if (inserted) it->second = std::move(fresh);
-      return it->second.get();
-    } catch (...) {
-      return nullptr;
-    }
-  }
-
-  template <class F>
-  void for_each_tree(F&& f) noexcept {
-    std::vector<ApproxRadixTree*> trees;
-    {
-      detail::ReaderMutexLock lock(&mu_);
-      try {
-        trees.reserve(trees_.size());
-        for (auto& [model, t] : trees_) trees.push_back(t.get());
-      } catch (...) {
-        return;
-      }
-    }
-    for (ApproxRadixTree* t : trees) f(*t);
-  }
-
-  void sweep_if_due() noexcept {
-    if (opt_.eviction_interval.count() <= 0) return;
-    const std::int64_t now = clock_->now().count();
-    std::int64_t due = next_sweep_ns_.load(std::memory_order_relaxed);
-    if (now < due) return;
-    if (!next_sweep_ns_.compare_exchange_strong(due, sat_add(now, opt_.eviction_interval.count()),
-                                                std::memory_order_relaxed)) {
-      return;
-    }
-    maintain();
-  }
+  // Code points, the tree's unit for text (invalid UTF-8 read as the tree
+  // reads it).
+  static std::size_t text_units(std::string_view s) noexcept { return detail::utf8_count(s); }
 
   const Options opt_;
   const double cpt_;
   const double qw_;
-  const Clock* const clock_;
   detail::SharedRng rng_;
-  std::atomic<std::int64_t> next_sweep_ns_;
-  mutable detail::Mutex mu_;
-  Trees trees_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<TenantId> removed_ ABSL_GUARDED_BY(mu_);
+  detail::ModelTrees trees_;
 };
 
 static_assert(Policy<LeastPrefill>);
