@@ -1,5 +1,5 @@
 // Hostile input: what each bad input gets, one test per row of
-// tests/reliability/HOSTILE_INPUT.md (rows already covered elsewhere point
+// README.md "Bad input" (rows already covered elsewhere point
 // at those tests there). Every policy must return a valid decision (or a
 // documented "no worker" value) and never crash, throw or hang.
 #include <catch2/catch.hpp>
@@ -133,7 +133,7 @@ TEMPLATE_LIST_TEST_CASE("hostile: a 16 MB text routes through every policy", "[h
 // 10^5 workers. The ring policies build a ring of 150 points (16 bytes
 // each) per member on the first selection after a membership change: 240 MB
 // and seconds of CPU at 10^5 workers, so they run with 10^4 here (the cost
-// is linear; see HOSTILE_INPUT.md).
+// is linear; see README.md, "Bad input").
 TEMPLATE_LIST_TEST_CASE("hostile: 100000 workers", "[hostile][large]", kvtest::AllPolicies) {
   constexpr bool kRing = std::is_same_v<TestType, kvroute::ConsistentHashing> ||
                          std::is_same_v<TestType, kvroute::PrefixHash>;
