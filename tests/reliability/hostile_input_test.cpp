@@ -92,7 +92,7 @@ TEST_CASE("hostile: NUL and invalid UTF-8 are ordinary characters in cache_aware
   kvroute::Router<kvroute::CacheAware> router(kvroute::CacheAware::Options{.seed = 1});
   REQUIRE(router.add_worker({.url = "http://a:1"}).ok());
   REQUIRE(router.add_worker({.url = "http://b:1"}).ok());
-  const std::string p1 = std::string("\xFF\0\xC3 shared system prompt \0\xFF one", 35);
+  const std::string p1 = std::string("\xFF\0\xC3 shared system prompt \0\xFF one", 31);
   kvroute::Selection s = router.select({.text = p1});
   REQUIRE(s);
   // The same bytes match fully: a cache hit on the same worker.
