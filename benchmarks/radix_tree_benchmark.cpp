@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kvroute/radix_tree.hpp"
+#include "workloads/generators.hpp"
 
 namespace {
 
@@ -51,32 +52,21 @@ struct Workload {
   std::size_t bytes = 0;
 };
 
+// Random text from the workload generators' word source (the same draws as
+// TextGen, so every shape shares one vocabulary).
 class Words {
  public:
-  explicit Words(std::uint64_t seed, bool mixed) : rng_(seed), mixed_(mixed) {}
+  explicit Words(std::uint64_t seed, bool mixed) : gen_(seed, mixed) {}
 
   std::string text(std::size_t min_bytes, std::size_t max_bytes) {
-    const std::size_t target = min_bytes + rng_() % (max_bytes - min_bytes + 1);
     std::string s;
-    while (s.size() < target) {
-      if (mixed_ && rng_() % 12 == 0) {
-        static const char* const kMixed[] = {"你好", "世界", "模型",    "请求",
-                                             "👋",    "🚀",    "données", "Straße"};
-        s += kMixed[rng_() % 8];
-      } else {
-        const std::size_t n = 2 + rng_() % 9;
-        for (std::size_t i = 0; i < n; ++i) s += static_cast<char>('a' + rng_() % 26);
-      }
-      s += (rng_() % 15 == 0) ? ". " : " ";
-    }
+    gen_.append_words(s, gen_.between(min_bytes, max_bytes));
     return s;
   }
-
-  std::uint64_t next() { return rng_(); }
+  std::uint64_t next() { return gen_.next(); }
 
  private:
-  std::mt19937_64 rng_;
-  bool mixed_;
+  kvbench::TextGen gen_;
 };
 
 Workload make_chat(std::size_t conversations, int turns, bool mixed = false) {
