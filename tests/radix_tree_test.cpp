@@ -40,6 +40,7 @@ using kvroute::ApproxRadixTree;
 using kvroute::kNoTenant;
 using kvroute::MatchResult;
 using kvroute::TenantId;
+using kvroute::TenantMatch;
 using kvroute::TenantSize;
 
 constexpr TenantId t0 = 0, t1 = 1, t2 = 2, t3 = 3, t4 = 4;
@@ -1131,6 +1132,37 @@ TEST_CASE("radix tree: every match refreshes recency (no 1-in-8 sampling)",
     CHECK(t.match_for_tenant(keep, t1).matched == 4);
     CHECK(t.match_for_tenant(lose, t1).matched == 0);
   }
+}
+
+TEST_CASE("radix tree: peek_for_tenant matches like match_for_tenant and stamps nothing",
+          "[radix_tree][recency]") {
+  ApproxRadixTree tree;
+  tree.insert("aaaa", t1);
+  tree.insert("bbbb", t1);
+  tree.insert("aaxx", t2);
+  const auto clock = tree.now();
+  const TenantMatch p = tree.peek_for_tenant("aaaaz", t1);
+  CHECK(p.found);
+  CHECK(p.matched == 4);
+  CHECK(p.input == 5);
+  CHECK(p.matched_symbols == 4);
+  CHECK(p.recency == p.previous_recency);
+  CHECK(tree.peek_for_tenant("aaaa", t2).matched == 2);  // only along t2's nodes
+  CHECK_FALSE(tree.peek_for_tenant("aaaa", 99).found);
+  CHECK(tree.now() == clock);
+  // Any number of peeks at the older entry leave it the LRU victim; one
+  // match_for_tenant makes it the survivor.
+  for (int i = 0; i < 8; ++i) tree.peek_for_tenant("aaaa", t1);
+  ApproxRadixTree copy;
+  copy.insert("aaaa", t1);
+  copy.insert("bbbb", t1);
+  copy.match_for_tenant("aaaa", t1);
+  tree.evict_tenant(t1, 4);
+  copy.evict_tenant(t1, 4);
+  CHECK(tree.match_for_tenant("aaaa", t1).matched == 0);
+  CHECK(tree.match_for_tenant("bbbb", t1).matched == 4);
+  CHECK(copy.match_for_tenant("aaaa", t1).matched == 4);
+  CHECK(copy.match_for_tenant("bbbb", t1).matched == 0);
 }
 
 TEST_CASE("radix tree: recency is ordered along paths and in each tenant's LRU",

@@ -306,6 +306,8 @@ struct PolicyResult {
   std::vector<double> ttft;
   std::vector<int> server;
   std::vector<std::int64_t> cached;
+  std::vector<std::int64_t> claimed;         // tokens the router's tree claimed (kvroute policies)
+  std::vector<std::string_view> branch;      // decision branch
   std::vector<int> completions;              // times each request completed
   std::vector<std::int64_t> prefill_tokens;  // per server
 };
@@ -330,6 +332,8 @@ inline PolicyResult simulate(const Trace& tr, SimRouter& router, const SimConfig
   res.ttft.assign(n, 0);
   res.server.assign(n, -1);
   res.cached.assign(n, 0);
+  res.claimed.assign(n, 0);
+  res.branch.assign(n, {});
   res.completions.assign(n, 0);
   std::vector<Routed> jobs(n);
   std::vector<std::int64_t> est(n, 0);
@@ -380,6 +384,9 @@ inline PolicyResult simulate(const Trace& tr, SimRouter& router, const SimConfig
                               : std::chrono::duration<double, std::micro>(t1 - t0).count());
       const auto s = static_cast<std::size_t>(jobs[j].server);
       res.server[j] = jobs[j].server;
+      res.branch[j] = jobs[j].branch;
+      res.claimed[j] = static_cast<std::int64_t>(static_cast<double>(jobs[j].decision.claimed) /
+                                                 tr.chars_per_token);
       ++res.branches[std::string(jobs[j].branch)];
       ServerState& sv = servers[s];
       est[j] = r.input_tokens - sv.cache.peek(r);

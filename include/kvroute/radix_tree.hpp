@@ -42,12 +42,13 @@
 //     deepest matched node up to the root. No sampling. (The gateway stamps
 //     only the last node, and matches 1 time in 8; a path stamp keeps an
 //     ancestor never older than its descendants, which is what makes the
-//     per-tenant LRU exact and cheap.)
+//     per-tenant LRU exact and cheap.) peek_for_tenant, and a match whose
+//     chooser declines, stamp nothing.
 //   * Eviction is per tenant, LRU, one node at a time, always a leaf for
 //     that tenant (a node none of whose children it holds). The root is never
 //     evicted. A node that no tenant holds any more is unlinked and freed.
 //
-// Thread safety: thread-safe. insert, match, match_for_tenant, evict,
+// Thread safety: thread-safe. insert, match, match_for_tenant, peek_for_tenant, evict,
 // evict_tenant, drop_older_than, remove_tenant and the size and stats
 // queries may all run concurrently from any threads. The debug functions
 // (recount_sizes, check_invariants, debug_node) require that no other thread
@@ -102,7 +103,7 @@
 // node, C = children at a node; all small in practice):
 //   * insert: O(L + d * (log C + log T)), plus O(T) per split and O(d) to
 //     stamp the path.
-//   * match, match_for_tenant: O(L + d * log C), plus the chooser over the
+//   * match, match_for_tenant, peek_for_tenant: O(L + d * log C), plus the chooser over the
 //     deepest node's candidates and O(d) to stamp the chosen tenant's path.
 //   * evict, evict_tenant, drop_older_than: O(what is removed * (T + C)); no
 //     traversal of the tree and no heap over its leaves. A tenant already
@@ -479,31 +480,16 @@ class BasicApproxRadixTree {
   // prefix_match_tenant); stamps the tenant's path to where it stopped.
   // Returns found = false, matched = 0 for an unregistered tenant.
   TenantMatch match_for_tenant(sequence_type seq, TenantId tenant) noexcept {
-    TenantMatch r;
-    const Symbol* text = seq.data();
-    const std::size_t n = seq.size();
-    TenantState* ts = find_state(tenant);
-    root_.lock.lock_shared();
-    Claim* xc = ts == nullptr ? nullptr : root_.find_claim(tenant);
-    Descent d{&root_, 0, 0};
-    if (xc != nullptr) {
-      // Only along nodes the tenant holds.
-      d = descend(text, n, [&](const Node& c) noexcept {
-        Claim* cc = c.find_claim(tenant);
-        if (cc == nullptr) return false;
-        xc = cc;
-        return true;
-      });
-      std::lock_guard<std::mutex> g(ts->lru_mu);
-      r.found = true;
-      r.previous_recency = xc->recency.load(std::memory_order_relaxed);
-      r.recency = stamp_path(*ts, xc);
-    }
-    d.node->lock.unlock_shared();
-    r.matched = d.matched;
-    r.matched_symbols = d.pos;
-    r.input = d.matched + Traits::count(text + d.pos, n - d.pos);
-    return r;
+    return tenant_descent<true>(seq, tenant);
+  }
+
+  // match_for_tenant without the stamp: recency, and so the LRU order that
+  // eviction and drop_older_than follow, is left as it was (recency ==
+  // previous_recency == the entry's current recency). For policies that
+  // look at tenants they may not choose: a look is not a use, and stamping
+  // it would make the tree keep what the tenant's server has since evicted.
+  TenantMatch peek_for_tenant(sequence_type seq, TenantId tenant) noexcept {
+    return tenant_descent<false>(seq, tenant);
   }
 
   // Evicts every tenant down to `budget` units, least recently used leaves
@@ -1018,7 +1004,41 @@ class BasicApproxRadixTree {
     return Traits::boundary(text, rem, n.frag, n.len, b);
   }
 
-  // --- the read-only descent (match, match_for_tenant) ---------------------
+  // match_for_tenant / peek_for_tenant: descends only along nodes `tenant`
+  // holds; with kStamp, stamps its path to where the descent stopped.
+  template <bool kStamp>
+  TenantMatch tenant_descent(sequence_type seq, TenantId tenant) noexcept {
+    TenantMatch r;
+    const Symbol* text = seq.data();
+    const std::size_t n = seq.size();
+    TenantState* ts = find_state(tenant);
+    root_.lock.lock_shared();
+    Claim* xc = ts == nullptr ? nullptr : root_.find_claim(tenant);
+    Descent d{&root_, 0, 0};
+    if (xc != nullptr) {
+      d = descend(text, n, [&](const Node& c) noexcept {
+        Claim* cc = c.find_claim(tenant);
+        if (cc == nullptr) return false;
+        xc = cc;
+        return true;
+      });
+      r.found = true;
+      if constexpr (kStamp) {
+        std::lock_guard<std::mutex> g(ts->lru_mu);
+        r.previous_recency = xc->recency.load(std::memory_order_relaxed);
+        r.recency = stamp_path(*ts, xc);
+      } else {
+        r.previous_recency = r.recency = xc->recency.load(std::memory_order_relaxed);
+      }
+    }
+    d.node->lock.unlock_shared();
+    r.matched = d.matched;
+    r.matched_symbols = d.pos;
+    r.input = d.matched + Traits::count(text + d.pos, n - d.pos);
+    return r;
+  }
+
+  // --- the read-only descent (match, match_for_tenant, peek_for_tenant) ------
 
   struct Descent {
     Node* node;           // the deepest matched node, still locked shared

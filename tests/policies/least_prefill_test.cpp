@@ -10,6 +10,7 @@
 
 #include "support/cluster.hpp"
 
+using kvroute::ApproxRadixTree;
 using kvroute::Branch;
 using kvroute::LeastPrefill;
 using kvroute::LoadGuard;
@@ -150,6 +151,33 @@ TEST_CASE("least_prefill: feedback corrects the tree and the queued work", "[lea
   CHECK(g.tokens() == 100);
   // A decision without a worker is ignored.
   CHECK(lp.report_cached(req, kvroute::Decision::none(Branch::kNoWorkers), 0).claims == 0);
+}
+
+TEST_CASE("least_prefill: looking at a worker does not refresh its claims", "[least_prefill]") {
+  // Worker A holds an old prefix; B holds the current one. Every request
+  // matches A's old prefix partly (A is looked at) but goes to B. A's claim
+  // on the old prefix must stay A's least recent: a drop at A's newer entry
+  // takes it, as A's server (LRU, never asked for it again) has.
+  Cluster c(2);
+  LeastPrefill lp(opts(0.0));
+  const std::string old_text = std::string(300, 'o') + std::string(100, 'p');
+  const kvroute::Decision da = c.select(lp, {.text = old_text});
+  const kvroute::WorkerId a = da.worker->id;
+  const kvroute::WorkerId b = c.ids[c.index_of(da) == 0 ? 1 : 0];
+  ApproxRadixTree* tree = lp.tree("");
+  REQUIRE(tree != nullptr);
+  const std::string newer = "a newer entry of A";
+  tree->insert(newer, a.value);
+  tree->insert(std::string(300, 'o') + std::string(200, 'q'), b.value);
+  for (int i = 0; i < 10; ++i) {
+    const kvroute::Decision d =
+        c.select(lp, {.text = std::string(300, 'o') + std::string(200, 'q') + std::to_string(i)});
+    CHECK(d.worker->id == b);
+  }
+  const kvroute::TenantMatch at_newer = tree->peek_for_tenant(newer, a.value);
+  tree->drop_older_than(a.value, at_newer.recency);
+  CHECK(tree->peek_for_tenant(old_text, a.value).matched == 0);
+  CHECK(tree->peek_for_tenant(newer, a.value).matched == newer.size());
 }
 
 TEST_CASE("least_prefill: removed workers are forgotten", "[least_prefill]") {
