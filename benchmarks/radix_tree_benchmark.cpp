@@ -257,6 +257,36 @@ void BM_MatchInsertChatGrow(benchmark::State& state) {
 }
 BENCHMARK(BM_MatchInsertChatGrow)->Args({512, 4, 0})->Args({512, 4, 1});
 
+// BM_MatchInsertChatGrow's step as one match_and_insert call (one descent):
+// compare the two in the same run.
+void BM_MatchAndInsertChatGrow(benchmark::State& state) {
+  const bool mixed = state.range(2) != 0;
+  const Workload w =
+      make_chat(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)), mixed);
+  auto tree = std::make_unique<ApproxRadixTree>();
+  std::size_t i = 0, bytes = 0, inserted = 0;
+  for (auto _ : state) {
+    const TenantId fallback = w.tenant[i];
+    const auto r = tree->match_and_insert(
+        w.requests[i],
+        [fallback](const kvroute::RadixCandidates& c, const kvroute::MatchResult& m) noexcept {
+          return !c.empty() && m.match_rate() > 0.5f ? kvroute::MostRecentlyUsed{}(c) : fallback;
+        });
+    inserted += r.insert.ok() ? 1 : 0;
+    bytes += w.requests[i].size();
+    if (++i == w.requests.size()) {
+      state.PauseTiming();
+      tree = std::make_unique<ApproxRadixTree>();
+      i = 0;
+      state.ResumeTiming();
+    }
+  }
+  if (inserted != static_cast<std::size_t>(state.iterations()))
+    state.SkipWithError("insert failed");
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_MatchAndInsertChatGrow)->Args({512, 4, 0})->Args({512, 4, 1});
+
 void BM_InsertRandom(benchmark::State& state) {
   const Workload w = make_random(1000, static_cast<std::size_t>(state.range(0)));
   ApproxRadixTree tree;

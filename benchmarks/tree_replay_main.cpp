@@ -27,6 +27,10 @@
 // and cpu_memcmp_ratio (the same ratio in CPU time: on a loaded machine the
 // steadier one for a single thread; with T threads it is per CPU second).
 //
+// Each line is one ApproxRadixTree::match_and_insert call (one descent for
+// the match and the insert that follows it); --separate runs match, then
+// insert, as two calls, for comparison in the same build.
+//
 // Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
 // or 1 (I/O).
@@ -54,7 +58,7 @@ int usage(const std::string& msg) {
   std::fprintf(stderr,
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
-               "[--threads T]\n",
+               "[--threads T] [--separate]\n",
                msg.c_str());
   return 2;
 }
@@ -97,7 +101,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
   std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
-  bool have_every = false, have_max = false;
+  bool have_every = false, have_max = false, separate = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &workers
@@ -113,6 +117,8 @@ int main(int argc, char** argv) {
       if (a == "--evict-every") have_every = true;
       if (a == "--max-size") have_max = true;
       ++i;
+    } else if (a == "--separate") {
+      separate = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usage("unknown option " + std::string(a));
     } else if (path != nullptr) {
@@ -177,15 +183,29 @@ int main(int argc, char** argv) {
     double my_evict_seconds = 0;
     for (std::size_t i = first; i < lines.size(); i += threads) {
       const std::string& line = lines[i];
-      const kvroute::MatchResult m = tree.match(line);
-      kvroute::TenantId t = static_cast<kvroute::TenantId>(i % workers);
-      if (m.has_tenant() && m.match_rate() > 0.3f) {
-        t = m.tenant;
-        ++my_affinity;
+      const auto fallback = static_cast<kvroute::TenantId>(i % workers);
+      if (separate) {
+        const kvroute::MatchResult m = tree.match(line);
+        kvroute::TenantId t = fallback;
+        if (m.has_tenant() && m.match_rate() > 0.3f) {
+          t = m.tenant;
+          ++my_affinity;
+        }
+        my_matched += m.matched;
+        my_chars += m.input;
+        if (!tree.insert(line, t).ok()) ++my_failed;
+      } else {
+        bool affine = false;
+        const kvroute::MatchInsertResult r = tree.match_and_insert(
+            line, [&](const kvroute::RadixCandidates& c, const kvroute::MatchResult& m) noexcept {
+              affine = !c.empty() && m.match_rate() > 0.3f;
+              return affine ? kvroute::MostRecentlyUsed{}(c) : fallback;
+            });
+        my_affinity += affine ? 1 : 0;
+        my_matched += r.match.matched;
+        my_chars += r.match.input;
+        if (!r.insert.ok()) ++my_failed;
       }
-      my_matched += m.matched;
-      my_chars += m.input;
-      if (!tree.insert(line, t).ok()) ++my_failed;
       if (evict_every != 0 && (i + 1) % evict_every == 0) {
         const auto e0 = std::chrono::steady_clock::now();
         my_evicted += tree.evict(max_size).units;

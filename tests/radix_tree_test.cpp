@@ -1134,6 +1134,124 @@ TEST_CASE("radix tree: every match refreshes recency (no 1-in-8 sampling)",
   }
 }
 
+// ---------------------------------------------------------------------------
+// kvroute: match_and_insert, the router's step in one descent
+// ---------------------------------------------------------------------------
+
+namespace {
+// Follows a good match (rate > 0.3), else `fallback`: the replay's rule.
+struct FollowOr {
+  TenantId fallback;
+  TenantId operator()(const kvroute::RadixCandidates& c, const MatchResult& m) const noexcept {
+    return !c.empty() && m.match_rate() > 0.3f ? kvroute::MostRecentlyUsed{}(c) : fallback;
+  }
+};
+}  // namespace
+
+TEST_CASE("radix tree: match_and_insert shows the match to the rule, then inserts",
+          "[radix_tree][match_and_insert]") {
+  ApproxRadixTree tree;
+  // Cold: no candidates, nothing matched.
+  std::size_t seen_candidates = 99;
+  std::size_t seen_input = 0;
+  const kvroute::MatchInsertResult cold = tree.match_and_insert(
+      "hello world", [&](const kvroute::RadixCandidates& c, const MatchResult& m) noexcept {
+        seen_candidates = c.size();
+        seen_input = m.input;
+        return t1;
+      });
+  CHECK(seen_candidates == 0);
+  CHECK(seen_input == 11);
+  CHECK(cold.inserted);
+  CHECK(cold.insert.ok());
+  CHECK(cold.match.tenant == t1);
+  CHECK(cold.match.matched == 0);
+  CHECK(cold.match.recency == cold.insert.recency);
+  CHECK(tree.tenant_size(t1) == 11);
+  // Following the match: the insert continues at the deepest node.
+  const kvroute::MatchInsertResult hit = tree.match_and_insert("hello world, again", FollowOr{t2});
+  CHECK(hit.match.tenant == t1);
+  CHECK(hit.match.matched == 11);
+  CHECK(hit.match.input == 18);
+  CHECK(hit.match.candidates == 1);
+  CHECK(hit.match.previous_recency == cold.insert.recency);
+  CHECK(hit.match.recency > hit.match.previous_recency);
+  CHECK(tree.tenant_size(t1) == 18);
+  // A poor match goes to the fallback, which gets the whole path.
+  const kvroute::MatchInsertResult miss = tree.match_and_insert("hexagon puzzle", FollowOr{t2});
+  CHECK(miss.match.tenant == t2);
+  CHECK(miss.match.matched == 2);
+  CHECK(miss.match.previous_recency == 0);
+  CHECK(tree.tenant_size(t2) == 14);
+  CHECK(tree.check_invariants().empty());
+  // A declining rule inserts nothing and stamps nothing.
+  const auto clock = tree.now();
+  const auto bytes = tree.stats().bytes;
+  const kvroute::MatchInsertResult none = tree.match_and_insert(
+      "hello there",
+      [](const kvroute::RadixCandidates&, const MatchResult&) noexcept { return kNoTenant; });
+  CHECK_FALSE(none.inserted);
+  CHECK(none.match.matched == 6);
+  CHECK(tree.now() == clock);
+  CHECK(tree.stats().bytes == bytes);
+  // Bad tenants are reported as insert would.
+  const kvroute::MatchInsertResult bad = tree.match_and_insert(
+      "hello", [](const kvroute::RadixCandidates&, const MatchResult&) noexcept {
+        return kvroute::kMaxTenantId + 1;
+      });
+  CHECK(bad.inserted);
+  CHECK(bad.insert.status == kvroute::InsertStatus::kInvalidTenant);
+}
+
+TEST_CASE("radix tree: match_and_insert leaves the tree as a declined match plus an insert",
+          "[radix_tree][match_and_insert]") {
+  // The same random router steps on two trees, one fused, one as two
+  // calls: equal matches, sizes, stats and LRU order (what a tight
+  // eviction keeps).
+  std::mt19937_64 rng(7);
+  std::vector<std::string> texts;
+  const std::string alphabet = "abc\xC3\xA9\xE4\xB8\xAD";  // ASCII, é, 中
+  ApproxRadixTree fused(ApproxRadixTree::Options{.tenant_budget = 400});
+  ApproxRadixTree apart(ApproxRadixTree::Options{.tenant_budget = 400});
+  for (int i = 0; i < 3000; ++i) {
+    std::string s = texts.empty() || rng() % 4 == 0 ? std::string() : texts[rng() % texts.size()];
+    s = s.substr(0, kvroute::detail::utf8_floor_boundary(s, rng() % (s.size() + 1)));
+    const std::size_t extra = rng() % 12;
+    for (std::size_t k = 0; k < extra; ++k) {
+      const std::size_t at = rng() % 5;
+      s += at < 3 ? alphabet.substr(at, 1) : alphabet.substr(at == 3 ? 3 : 5, at == 3 ? 2 : 3);
+    }
+    texts.push_back(s);
+    const FollowOr rule{static_cast<TenantId>(rng() % 5)};
+    const kvroute::MatchInsertResult f = fused.match_and_insert(s, rule);
+    bool any = false;
+    TenantId mru = kNoTenant;
+    const MatchResult m = apart.match(s, [&](const kvroute::RadixCandidates& c) noexcept {
+      any = true;
+      mru = kvroute::MostRecentlyUsed{}(c);
+      return kNoTenant;  // look only
+    });
+    const TenantId t = any && m.match_rate() > 0.3f ? mru : rule.fallback;
+    REQUIRE(f.match.matched == m.matched);
+    REQUIRE(f.match.input == m.input);
+    REQUIRE(f.match.candidates == m.candidates);
+    REQUIRE(f.match.tenant == t);
+    REQUIRE(apart.insert(s, t).ok());
+    REQUIRE(f.insert.ok());
+  }
+  CHECK(fused.check_invariants().empty());
+  CHECK(fused.recount_sizes() == apart.recount_sizes());
+  CHECK(fused.stats().nodes == apart.stats().nodes);
+  CHECK(fused.stats().units == apart.stats().units);
+  fused.evict(60);
+  apart.evict(60);
+  for (const std::string& s : texts) {
+    for (TenantId t = 0; t < 5; ++t) {
+      REQUIRE(fused.match_for_tenant(s, t).matched == apart.match_for_tenant(s, t).matched);
+    }
+  }
+}
+
 TEST_CASE("radix tree: peek_for_tenant matches like match_for_tenant and stamps nothing",
           "[radix_tree][recency]") {
   ApproxRadixTree tree;

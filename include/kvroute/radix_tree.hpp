@@ -7,7 +7,8 @@
 // holds a request's prefix in its KV cache. It records what was routed where
 // (insert), answers "which tenant shares the longest prefix with this
 // request, and how long is it" (match), and forgets by a per-tenant budget,
-// least recently used leaves first (evict).
+// least recently used leaves first (evict). A router's whole step - match,
+// choose, insert under the choice - is one descent with match_and_insert.
 //
 // `BasicApproxRadixTree<Symbol>` is one implementation for text and tokens:
 //   * `ApproxRadixTree` = `BasicApproxRadixTree<char>` takes UTF-8 text and
@@ -48,9 +49,10 @@
 //     that tenant (a node none of whose children it holds). The root is never
 //     evicted. A node that no tenant holds any more is unlinked and freed.
 //
-// Thread safety: thread-safe. insert, match, match_for_tenant, peek_for_tenant, evict,
-// evict_tenant, drop_older_than, remove_tenant and the size and stats
-// queries may all run concurrently from any threads. The debug functions
+// Thread safety: thread-safe. insert, match, match_and_insert,
+// match_for_tenant, peek_for_tenant, evict, evict_tenant, drop_older_than,
+// remove_tenant and the size and stats queries may all run concurrently from
+// any threads. The debug functions
 // (recount_sizes, check_invariants, debug_node) require that no other thread
 // modifies the tree while they run.
 //
@@ -61,6 +63,9 @@
 //     compares text against a node's fragment under that node's lock alone.
 //     match takes shared locks only; insert takes a node's lock exclusively
 //     only where it changes that node (adds a child, a tenant, or splits it).
+//     match_and_insert descends as match does and, when the chosen tenant
+//     holds the deepest matched node, goes on as insert from that node
+//     (whose lock it still holds), so the text is compared once.
 //   * Each tenant has a mutex for its LRU list and size. It is taken for
 //     O(depth) pointer updates, never across a text comparison, and only by
 //     operations on that tenant, so threads serving different tenants never
@@ -105,6 +110,8 @@
 //     stamp the path.
 //   * match, match_for_tenant, peek_for_tenant: O(L + d * log C), plus the chooser over the
 //     deepest node's candidates and O(d) to stamp the chosen tenant's path.
+//   * match_and_insert: match's cost, then insert's from the deepest
+//     matched node when the chosen tenant holds it (else a whole insert).
 //   * evict, evict_tenant, drop_older_than: O(what is removed * (T + C)); no
 //     traversal of the tree and no heap over its leaves. A tenant already
 //     within budget costs O(1).
@@ -120,9 +127,9 @@
 // N * B units of fragments.
 //
 // Invalidation: nothing returned refers into the tree. The RadixCandidates
-// view passed to a chooser is valid only during that call, and the chooser
-// runs under the deepest node's shared lock: it must be short, must not throw
-// and must not call back into the tree.
+// view passed to a chooser (or a match_and_insert rule) is valid only during
+// that call, and the chooser runs under the deepest node's shared lock: it
+// must be short, must not throw and must not call back into the tree.
 //
 // Errors: insert, match and the maintenance calls never throw, never log and
 // never block on I/O; an allocation failure makes insert return
@@ -144,6 +151,13 @@
 //   kvroute::MatchResult m = tree.match("You are a helpful assistant. Hi there");
 //   // m.tenant == 0, m.matched == 31 ("...assistant. Hi"), m.input == 37
 //   tree.evict(/*budget=*/1 << 20);   // each tenant to at most 2^20 chars
+//
+//   // The router's step in one call: follow a good match, else tenant 2.
+//   tree.match_and_insert(text, [](const kvroute::RadixCandidates& c,
+//                                  const kvroute::MatchResult& m) noexcept {
+//     return !c.empty() && m.match_rate() > 0.3f ? kvroute::MostRecentlyUsed{}(c)
+//                                                : kvroute::TenantId{2};
+//   });
 //
 //   // Choose by load instead of recency:
 //   m = tree.match(text, [&](const kvroute::RadixCandidates& c) noexcept {
@@ -359,6 +373,25 @@ struct LowestTenantId {
   }
 };
 
+// match_and_insert's rule: called with the candidates (possibly empty: a
+// cold tree) and the match so far (matched, input, matched_symbols and
+// candidates filled in), returns the tenant to insert under - a candidate
+// or any other tenant - or kNoTenant to insert nothing. Must be noexcept.
+template <class D>
+concept RadixDecider =
+    std::is_nothrow_invocable_r_v<TenantId, D&, const RadixCandidates&, const MatchResult&>;
+
+// What match_and_insert did: `match.tenant` is the decided tenant;
+// `match.previous_recency` its recency on the deepest matched node before
+// the insert (0 when it did not hold that node) and `match.recency` the
+// stamp the insert gave it. `inserted` is false when the rule declined (and
+// `insert` is then untouched).
+struct MatchInsertResult {
+  MatchResult match;
+  InsertResult insert;
+  bool inserted = false;
+};
+
 template <class Symbol>
 class BasicApproxRadixTree {
   using Traits = detail::RadixSymbolTraits<Symbol>;
@@ -429,13 +462,7 @@ class BasicApproxRadixTree {
     }
     if (s == Step::kOutOfMemory) r.status = InsertStatus::kOutOfMemory;
     if (s == Step::kRestart) r.status = InsertStatus::kContended;
-    if (budget_ != kUnlimitedBudget && ts->size.load(std::memory_order_relaxed) > budget_) {
-      std::lock_guard<std::mutex> m(ts->maint_mu);
-      const std::size_t b = budget_;
-      evict_loop(*ts, [b](const TenantState& st, const Claim&) {
-        return st.size.load(std::memory_order_relaxed) > b;
-      });
-    }
+    finish_insert(*ts);
     return r;
   }
 
@@ -475,6 +502,65 @@ class BasicApproxRadixTree {
 
   // match with the default rule, MostRecentlyUsed.
   MatchResult match(sequence_type seq) noexcept { return match(seq, MostRecentlyUsed{}); }
+
+  // A router's whole step in one descent: match `seq`, let `decide` pick
+  // the tenant from the candidates at the deepest matched node and the
+  // match (see RadixDecider), then insert `seq` under it. The result, the
+  // tree and every tenant's LRU order are those of a match whose chooser
+  // declines followed by insert(seq, tenant) (the match stamps nothing; the
+  // insert stamps the whole path). When the tenant holds the deepest
+  // matched node - a router following its match - the insert continues
+  // from that node instead of descending and comparing the text again;
+  // otherwise (another tenant, or a concurrent eviction in between) it runs
+  // as a separate insert. `decide` runs with the deepest node locked shared:
+  // it must not call into the tree. Never throws.
+  template <class Decide>
+  requires RadixDecider<Decide> MatchInsertResult match_and_insert(sequence_type seq,
+                                                                   Decide&& decide)
+  noexcept {
+    MatchInsertResult out;
+    MatchResult& m = out.match;
+    const Symbol* text = seq.data();
+    const std::size_t n = seq.size();
+    root_.lock.lock_shared();
+    const Descent d = descend(text, n, [](const Node&) noexcept { return true; });
+    Node* const x = d.node;
+    m.matched = d.matched;
+    m.matched_symbols = d.pos;
+    m.candidates = x->ntenant;
+    m.input = d.matched + Traits::count(text + d.pos, n - d.pos);
+    const RadixCandidates cands(x->tenant_ids(), x->claims(), x->ntenant);
+    const TenantId t = decide(cands, static_cast<const MatchResult&>(m));
+    m.tenant = t;
+    if (t == kNoTenant) {
+      x->lock.unlock_shared();
+      return out;
+    }
+    out.inserted = true;
+    Claim* c = (t <= kMaxTenantId && n <= kMaxSequenceSymbols) ? x->find_claim(t) : nullptr;
+    TenantState* ts = c == nullptr ? nullptr : find_state(t);
+    if (ts != nullptr) {
+      m.previous_recency = c->recency.load(std::memory_order_relaxed);
+      // Consumes x's shared hold.
+      const Step st = insert_from(x, false, c, d.start, text, n, *ts, out.insert);
+      if (st == Step::kDone) {
+        finish_insert(*ts);
+        m.recency = out.insert.recency;
+        return out;
+      }
+      if (st == Step::kOutOfMemory) {
+        out.insert.status = InsertStatus::kOutOfMemory;
+        finish_insert(*ts);
+        return out;
+      }
+      restarts_.fetch_add(1, std::memory_order_relaxed);  // evicted meanwhile: start over
+    } else {
+      x->lock.unlock_shared();
+    }
+    out.insert = insert(seq, t);
+    m.recency = out.insert.recency;
+    return out;
+  }
 
   // The longest prefix of `seq` along nodes `tenant` holds (the gateway's
   // prefix_match_tenant); stamps the tenant's path to where it stopped.
@@ -1014,7 +1100,7 @@ class BasicApproxRadixTree {
     TenantState* ts = find_state(tenant);
     root_.lock.lock_shared();
     Claim* xc = ts == nullptr ? nullptr : root_.find_claim(tenant);
-    Descent d{&root_, 0, 0};
+    Descent d{&root_, 0, 0, 0};
     if (xc != nullptr) {
       d = descend(text, n, [&](const Node& c) noexcept {
         Claim* cc = c.find_claim(tenant);
@@ -1044,6 +1130,7 @@ class BasicApproxRadixTree {
     Node* node;           // the deepest matched node, still locked shared
     std::size_t pos;      // symbols matched
     std::size_t matched;  // units matched
+    std::size_t start;    // symbols before node's fragment
   };
 
   // Walks from the root, which the caller has locked shared, with lock
@@ -1056,6 +1143,7 @@ class BasicApproxRadixTree {
     Node* x = &root_;
     std::size_t pos = 0;
     std::size_t matched = 0;
+    std::size_t start = 0;
     while (pos < n) {
       Node* c = x->find_child(Traits::key(text + pos, n - pos));
       if (c == nullptr) break;
@@ -1066,6 +1154,7 @@ class BasicApproxRadixTree {
       }
       x->lock.unlock_shared();
       x = c;
+      start = pos;
       const std::size_t k = common_units(*x, text + pos, n - pos);
       if (k == x->len) {
         pos += k;
@@ -1076,7 +1165,7 @@ class BasicApproxRadixTree {
       pos += k;
       break;
     }
-    return {x, pos, matched};
+    return {x, pos, matched, start};
   }
 
   // --- insert ---------------------------------------------------------------
@@ -1165,6 +1254,17 @@ class BasicApproxRadixTree {
     nodes_.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // After an insert of ts's tenant: the reactive eviction to
+  // Options::tenant_budget.
+  void finish_insert(TenantState& ts) noexcept {
+    if (budget_ == kUnlimitedBudget || ts.size.load(std::memory_order_relaxed) <= budget_) return;
+    std::lock_guard<std::mutex> m(ts.maint_mu);
+    const std::size_t b = budget_;
+    evict_loop(ts, [b](const TenantState& st, const Claim&) {
+      return st.size.load(std::memory_order_relaxed) > b;
+    });
+  }
+
   // One attempt at an insert; kRestart when it met a concurrent eviction.
   Step insert_once(const Symbol* text, std::size_t n, TenantState& ts, InsertResult& r) noexcept {
     const TenantId t = ts.id;
@@ -1195,11 +1295,18 @@ class BasicApproxRadixTree {
         xc = c;
       }
     }
+    return insert_from(x, excl, xc, 0, text, n, ts, r);
+  }
+
+  // The insert from node x on: x is locked (exclusively iff excl), its
+  // fragment starts at text[pos], and xc is t's claim on x. Releases x.
+  Step insert_from(Node* x, bool excl, Claim* xc, std::size_t pos, const Symbol* text,
+                   std::size_t n, TenantState& ts, InsertResult& r) noexcept {
+    const TenantId t = ts.id;
     // Loop state: x is locked (exclusively iff excl); its fragment starts at
     // text[pos]; xc is t's claim on x, or null, and then `pin` is t's claim
     // on x's parent, pinned so that eviction leaves it until xc exists.
     Claim* pin = nullptr;
-    std::size_t pos = 0;
     bool k_known = false;
     std::uint32_t k_version = 0;
     std::size_t k = 0;

@@ -92,7 +92,8 @@ TEST_CASE("radix tree stress: chat routing with concurrent eviction, drops and r
     ChatGen gen(static_cast<std::uint64_t>(1000 + id));
     if (id < kRouters) {
       // A cache-aware router: match, pick the matched tenant on a good
-      // match else a random one, insert under it.
+      // match else a random one, insert under it (as two calls, or as one
+      // match_and_insert).
       std::vector<Conversation> convs(6);
       for (int op = 0; op < kOpsPerRouter; ++op) {
         Conversation& c = convs[gen.rng() % convs.size()];
@@ -102,13 +103,22 @@ TEST_CASE("radix tree stress: chat routing with concurrent eviction, drops and r
         }
         c.text += gen.turn();
         ++c.turns;
-        const MatchResult m = tree.match(c.text);
-        if (m.matched > m.input || m.matched_symbols > c.text.size()) ++bad;
-        const TenantId t = (m.has_tenant() && m.match_rate() > 0.5f)
-                               ? m.tenant
-                               : static_cast<TenantId>(gen.rng() % kTenants);
-        if (t >= kTenants) ++bad;
-        if (!tree.insert(c.text, t).ok()) ++bad;
+        const auto other = static_cast<TenantId>(gen.rng() % kTenants);
+        if (op % 2 == 0) {  // two calls
+          const MatchResult m = tree.match(c.text);
+          if (m.matched > m.input || m.matched_symbols > c.text.size()) ++bad;
+          const TenantId t = (m.has_tenant() && m.match_rate() > 0.5f) ? m.tenant : other;
+          if (t >= kTenants) ++bad;
+          if (!tree.insert(c.text, t).ok()) ++bad;
+        } else {  // the fused step
+          const kvroute::MatchInsertResult r = tree.match_and_insert(
+              c.text, [&](const kvroute::RadixCandidates& cands, const MatchResult& m) noexcept {
+                return !cands.empty() && m.match_rate() > 0.5f ? kvroute::MostRecentlyUsed{}(cands)
+                                                               : other;
+              });
+          if (r.match.matched > r.match.input || r.match.matched_symbols > c.text.size()) ++bad;
+          if (!r.inserted || r.match.tenant >= kTenants || !r.insert.ok()) ++bad;
+        }
       }
       routers_done.fetch_add(1);
     } else if (id == kRouters) {

@@ -1,6 +1,6 @@
 // The differential driver shared by the libFuzzer target, its corpus replay
 // and a Catch2 test: it decodes a byte string into a sequence of insert /
-// match / match_for_tenant / evict / evict_tenant / remove_tenant /
+// match / match_for_tenant / match_and_insert / evict / evict_tenant / remove_tenant /
 // drop_older_than operations on a BasicApproxRadixTree (text or tokens, with
 // or without a reactive tenant budget), runs each on the tree and on
 // RadixModel, and checks matched lengths, candidate sets, tenant sets and
@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <sstream>
 #include <string>
@@ -180,29 +181,37 @@ class RadixDriver {
   std::string step(ByteReader& in) {
     const std::uint8_t op = in.next() % 8;
     switch (op) {
-      case 0:
-      case 1: {
+      case 0: {
         const Seq s = sequence(in);
         const TenantId t = tenant(in);
         log_ << "insert(" << show(s) << ", " << t << ")\n";
         const std::size_t before = tree_.tenant_size(t);
-        const kvroute::InsertResult r = tree_.insert(view(s), t);
-        if (t > kvroute::kMaxTenantId) {
-          if (r.status != kvroute::InsertStatus::kInvalidTenant) return "invalid tenant accepted";
-          return "";
+        return check_insert(s, t, before, tree_.insert(view(s), t));
+      }
+      case 1: {
+        // match_and_insert = a match that stamps nothing, then an insert
+        // under the most recent candidate (`follow`, the fused path) or a
+        // fixed tenant.
+        const Seq s = sequence(in);
+        const TenantId fixed = tenant(in);
+        const bool follow = in.next() % 2 == 0;
+        log_ << "match_and_insert(" << show(s) << ", " << (follow ? "follow, else " : "") << fixed
+             << ")\n";
+        std::map<TenantId, std::size_t> before;
+        for (const auto& [t, x] : model_.tenants()) before[t] = tree_.tenant_size(t);
+        const kvroute::MatchInsertResult r = tree_.match_and_insert(
+            view(s), [&](const kvroute::RadixCandidates& c, const kvroute::MatchResult&) noexcept {
+              return follow && !c.empty() ? kvroute::MostRecentlyUsed{}(c) : fixed;
+            });
+        kvroute::MatchResult m = r.match;
+        m.tenant = kvroute::kNoTenant;
+        if (std::string e = check_match(s, 2, m); !e.empty()) return e;
+        if (!r.inserted) return "match_and_insert inserted nothing";
+        const TenantId t = r.match.tenant;
+        if (r.insert.ok() && r.match.recency != r.insert.recency) {
+          return "match_and_insert: match.recency is not the insert's";
         }
-        if (!r.ok()) return "insert failed with status " + std::to_string(int(r.status));
-        model_.insert(s, t, r.recency);
-        if (budget_ != kvroute::kUnlimitedBudget && model_.size(t) > budget_) {
-          // Reactive eviction may have run: the new sequence is the most
-          // recent path, so it is whole when it fits.
-          if (std::string e = after_eviction(t, before + units(s) + 1, budget_, std::nullopt);
-              !e.empty()) {
-            return e;
-          }
-          model_.make_inexact(t);
-        }
-        return "";
+        return check_insert(s, t, before.count(t) != 0 ? before[t] : 0, r.insert);
       }
       case 2: {
         const Seq q = sequence(in);
@@ -287,6 +296,27 @@ class RadixDriver {
         return after_eviction(t, before, std::nullopt, recency);
       }
     }
+  }
+
+  // After insert(s, t) returned r, t having held `before` units.
+  std::string check_insert(const Seq& s, TenantId t, std::size_t before,
+                           const kvroute::InsertResult& r) {
+    if (t > kvroute::kMaxTenantId) {
+      if (r.status != kvroute::InsertStatus::kInvalidTenant) return "invalid tenant accepted";
+      return "";
+    }
+    if (!r.ok()) return "insert failed with status " + std::to_string(int(r.status));
+    model_.insert(s, t, r.recency);
+    if (budget_ != kvroute::kUnlimitedBudget && model_.size(t) > budget_) {
+      // Reactive eviction may have run: the new sequence is the most
+      // recent path, so it is whole when it fits.
+      if (std::string e = after_eviction(t, before + units(s) + 1, budget_, std::nullopt);
+          !e.empty()) {
+        return e;
+      }
+      model_.make_inexact(t);
+    }
+    return "";
   }
 
   std::string check_match(const Seq& q, int chooser, const kvroute::MatchResult& r) {
