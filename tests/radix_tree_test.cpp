@@ -1134,6 +1134,53 @@ TEST_CASE("radix tree: every match refreshes recency (no 1-in-8 sampling)",
   }
 }
 
+TEST_CASE("radix tree: visit_path gives every tenant its peek_for_tenant in one walk",
+          "[radix_tree][visit_path]") {
+  std::mt19937_64 rng(11);
+  ApproxRadixTree tree;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 400; ++i) {
+    std::string s = texts.empty() || rng() % 3 == 0 ? std::string() : texts[rng() % texts.size()];
+    s.resize(rng() % (s.size() + 1));
+    const std::size_t extra = 1 + rng() % 8;
+    for (std::size_t k = 0; k < extra; ++k) s += static_cast<char>('a' + rng() % 3);
+    if (rng() % 5 == 0) s += "\xE4\xB8\xAD";  // a three-byte character
+    texts.push_back(s);
+    tree.insert(s, static_cast<TenantId>(rng() % 6));
+    if (i % 97 == 0) tree.evict(40);
+  }
+  const auto clock = tree.now();
+  for (int q = 0; q < 300; ++q) {
+    std::string s = texts[rng() % texts.size()];
+    s.resize(rng() % (s.size() + 1));
+    s += rng() % 2 == 0 ? "b" : "\xE4\xB8";  // a letter, or a cut character
+    std::map<TenantId, std::pair<std::size_t, std::uint64_t>> seen;
+    std::size_t last = 0;
+    bool ordered = true;
+    const MatchResult walk =
+        tree.visit_path(s, [&](const kvroute::RadixCandidates& c, std::size_t matched) noexcept {
+          ordered = ordered && matched >= last;
+          last = matched;
+          for (kvroute::RadixCandidate x : c) seen[x.tenant] = {matched, x.recency};
+        });
+    CHECK(ordered);
+    const MatchResult m =
+        tree.match(s, [](const kvroute::RadixCandidates&) noexcept { return kNoTenant; });
+    CHECK(walk.matched == m.matched);
+    CHECK(walk.input == m.input);
+    CHECK(walk.matched_symbols == m.matched_symbols);
+    CHECK(walk.candidates == m.candidates);
+    for (TenantId t = 0; t < 7; ++t) {
+      const TenantMatch p = tree.peek_for_tenant(s, t);
+      const auto it = seen.find(t);
+      CHECK(p.found == (it != seen.end()));
+      CHECK(p.matched == (it == seen.end() ? 0 : it->second.first));
+      if (it != seen.end()) CHECK(p.previous_recency == it->second.second);
+    }
+  }
+  CHECK(tree.now() == clock);  // nothing stamped
+}
+
 // ---------------------------------------------------------------------------
 // kvroute: match_and_insert, the router's step in one descent
 // ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@
 //     evicted. A node that no tenant holds any more is unlinked and freed.
 //
 // Thread safety: thread-safe. insert, match, match_and_insert,
-// match_for_tenant, peek_for_tenant, evict, evict_tenant, drop_older_than,
+// match_for_tenant, peek_for_tenant, visit_path, evict, evict_tenant, drop_older_than,
 // remove_tenant and the size and stats queries may all run concurrently from
 // any threads. The debug functions
 // (recount_sizes, check_invariants, debug_node) require that no other thread
@@ -576,6 +576,50 @@ class BasicApproxRadixTree {
   // it would make the tree keep what the tenant's server has since evicted.
   TenantMatch peek_for_tenant(sequence_type seq, TenantId tenant) noexcept {
     return tenant_descent<false>(seq, tenant);
+  }
+
+  // Every tenant's peek_for_tenant in one descent: walks the path `seq`
+  // takes through the tree, as match does, and calls
+  // visit(holders, matched) for each node on it, root first, where
+  // `holders` are the tenants holding that node (ascending id, each with
+  // its recency there) and `matched` counts the units of `seq` matched
+  // through that node. Since a tenant holds a prefix of the path, its
+  // peek_for_tenant(seq, t).matched is the `matched` of the last node whose
+  // holders include t (0 for an unregistered tenant), and that node's
+  // recency is its previous_recency. Returns what a match whose chooser
+  // declines returns. Stamps nothing. `visit` runs with the node locked
+  // shared: it must not call into the tree. Never throws.
+  template <class Visit>
+  requires std::is_nothrow_invocable_v<Visit&, const RadixCandidates&, std::size_t> MatchResult
+  visit_path(sequence_type seq, Visit&& visit)
+  noexcept {
+    MatchResult r;
+    const Symbol* text = seq.data();
+    const std::size_t n = seq.size();
+    root_.lock.lock_shared();
+    Node* x = &root_;
+    std::size_t pos = 0;
+    std::size_t matched = 0;
+    visit(RadixCandidates(x->tenant_ids(), x->claims(), x->ntenant), std::size_t{0});
+    while (pos < n) {
+      Node* c = x->find_child(Traits::key(text + pos, n - pos));
+      if (c == nullptr) break;
+      c->lock.lock_shared();
+      x->lock.unlock_shared();
+      x = c;
+      const std::size_t k = common_units(*x, text + pos, n - pos);
+      const bool whole = k == x->len;
+      matched += whole ? x->count : Traits::count(text + pos, k);
+      pos += k;
+      visit(RadixCandidates(x->tenant_ids(), x->claims(), x->ntenant), matched);
+      if (!whole) break;
+    }
+    r.candidates = x->ntenant;
+    x->lock.unlock_shared();
+    r.matched = matched;
+    r.matched_symbols = pos;
+    r.input = matched + Traits::count(text + pos, n - pos);
+    return r;
   }
 
   // Evicts every tenant down to `budget` units, least recently used leaves

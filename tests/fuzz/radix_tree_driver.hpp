@@ -1,7 +1,8 @@
 // The differential driver shared by the libFuzzer target, its corpus replay
 // and a Catch2 test: it decodes a byte string into a sequence of insert /
-// match / match_for_tenant / match_and_insert / evict / evict_tenant / remove_tenant /
-// drop_older_than operations on a BasicApproxRadixTree (text or tokens, with
+// match / match_for_tenant (checked against visit_path) / match_and_insert /
+// evict / evict_tenant / remove_tenant / drop_older_than operations on a
+// BasicApproxRadixTree (text or tokens, with
 // or without a reactive tenant budget), runs each on the tree and on
 // RadixModel, and checks matched lengths, candidate sets, tenant sets and
 // per-tenant sizes against the model after every step, plus the tree's own
@@ -232,7 +233,21 @@ class RadixDriver {
         const Seq q = sequence(in);
         const TenantId t = tenant(in);
         log_ << "match_for_tenant(" << show(q) << ", " << t << ")\n";
+        // visit_path, which stamps nothing, must agree with it.
+        std::size_t walked = 0;
+        bool walk_found = false;
+        tree_.visit_path(view(q),
+                         [&](const kvroute::RadixCandidates& c, std::size_t matched) noexcept {
+                           if (c.contains(t)) {
+                             walked = matched;
+                             walk_found = true;
+                           }
+                         });
         const kvroute::TenantMatch r = tree_.match_for_tenant(view(q), t);
+        if (walk_found != r.found || walked != r.matched) {
+          return "visit_path gives " + std::to_string(walked) + ", match_for_tenant " +
+                 std::to_string(r.matched);
+        }
         if (r.found != model_.registered(t)) return "match_for_tenant: found differs";
         if (!r.found) return r.matched == 0 ? "" : "unregistered tenant matched";
         model_.stamped(t);

@@ -18,12 +18,11 @@
 // needs no server model. Ties break uniformly at random (seeded).
 //
 // One approximate radix tree per model (ApproxRadixTree over the text,
-// tenants = workers), as cache_aware keeps: per request one match finds the
-// workers holding the deepest matched prefix without stamping them, the
-// other healthy workers are matched one by one without stamping either
-// (peek_for_tenant), the worker with the least predicted work is chosen and
-// the text is inserted under it, which stamps its path. Only placements
-// stamp: a look at a worker is not a use of its server's cache, and
+// tenants = workers), as cache_aware keeps: per request one walk down the
+// text's path (visit_path) gives every healthy worker its matched length
+// without stamping anyone, the worker with the least predicted work is
+// chosen and the text is inserted under it, which stamps its path. Only
+// placements stamp: a look at a worker is not a use of its server's cache, and
 // stamping looks would keep claims alive that the server has since evicted
 // and make feedback's drop_older_than (which cuts at a recency) cut claims
 // the server still holds. (In kvroute_sim on the Claude Code sessions this
@@ -150,33 +149,34 @@ class LeastPrefill {
                             Branch::kCacheMiss);
     }
     // Each healthy worker's matched length and the recency of its deepest
-    // matched claim (the feedback ticket). One shared match finds the
-    // workers holding the deepest matched node without stamping anyone
-    // (the chooser declines), so the tree's recency keeps following real
-    // placements; only workers holding a shorter prefix are matched one by
-    // one. Pools beyond kStackWorkers are matched one by one throughout.
-    const std::size_t input = text_units(r.text);
+    // matched claim (the feedback ticket), from one walk down the text's
+    // path that stamps nobody (visit_path: a worker's match ends at the
+    // deepest path node it holds), so the tree's recency keeps following
+    // real placements. Pools beyond kStackWorkers peek one by one.
     const std::size_t n = healthy.size();
+    std::size_t lens[kStackWorkers];
     std::uint64_t tickets[kStackWorkers];
-    bool deepest[kStackWorkers];
-    std::size_t deepest_len = 0;
-    if (n <= kStackWorkers) {
-      std::fill(deepest, deepest + n, false);
-      const MatchResult m = tree->match(r.text, [&](const RadixCandidates& cands) noexcept {
-        for (RadixCandidate x : cands) {
-          const std::size_t i = index_of(healthy, x.tenant);
-          if (i < n) {
-            deepest[i] = true;
-            tickets[i] = x.recency;
-          }
-        }
-        return kNoTenant;
-      });
-      deepest_len = m.matched;
+    std::size_t input = 0;  // the text's length in units, as the tree counts
+    if (n > kStackWorkers) {
+      input = text_units(r.text);
+    } else {
+      std::fill(lens, lens + n, std::size_t{0});
+      std::fill(tickets, tickets + n, std::uint64_t{0});
+      input = tree->visit_path(r.text,
+                               [&](const RadixCandidates& holders, std::size_t matched) noexcept {
+                                 for (RadixCandidate x : holders) {
+                                   const std::size_t i = index_of(healthy, x.tenant);
+                                   if (i < n) {
+                                     lens[i] = matched;
+                                     tickets[i] = x.recency;
+                                   }
+                                 }
+                               })
+                  .input;
     }
     auto score = [&](std::size_t i, std::size_t& len, std::uint64_t& ticket) noexcept {
-      if (n <= kStackWorkers && deepest[i]) {
-        len = deepest_len;
+      if (n <= kStackWorkers) {
+        len = lens[i];
         ticket = tickets[i];
         return;
       }
