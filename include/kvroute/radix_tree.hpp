@@ -489,7 +489,7 @@ class BasicApproxRadixTree {
       Claim* c = t == kNoTenant ? nullptr : x->find_claim(t);
       if (c != nullptr) {
         TenantState* ts = find_state(t);
-        std::lock_guard<std::mutex> g(ts->lru_mu);
+        std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
         r.previous_recency = c->recency.load(std::memory_order_relaxed);
         r.recency = stamp_path(*ts, c);
         r.tenant = t;
@@ -670,7 +670,7 @@ class BasicApproxRadixTree {
     for (;;) {
       evict_loop(*ts, [](const TenantState&, const Claim&) { return true; });
       root_.lock.lock();
-      std::unique_lock<std::mutex> g(ts->lru_mu);
+      std::unique_lock<detail::SpinMutex> g(ts->lru_mu);
       if (ts->head != nullptr) {  // an insert in flight added more
         g.unlock();
         root_.lock.unlock();
@@ -823,7 +823,7 @@ class BasicApproxRadixTree {
   struct TenantState {
     explicit TenantState(TenantId i) noexcept : id(i) {}
     const TenantId id;
-    std::mutex lru_mu;                    // guards head, tail and every claim's links
+    detail::SpinMutex lru_mu;             // guards head, tail and every claim's links
     std::mutex maint_mu;                  // serialises evict/drop/remove for this tenant
     Claim* head = nullptr;                // most recent
     Claim* tail = nullptr;                // least recent: always a leaf for this tenant
@@ -1118,7 +1118,7 @@ class BasicApproxRadixTree {
 
   void unpin(TenantState& ts, Claim* pin) noexcept {
     if (pin == nullptr) return;
-    std::lock_guard<std::mutex> g(ts.lru_mu);
+    std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
     --pin->pins;
   }
 
@@ -1154,7 +1154,7 @@ class BasicApproxRadixTree {
       });
       r.found = true;
       if constexpr (kStamp) {
-        std::lock_guard<std::mutex> g(ts->lru_mu);
+        std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
         r.previous_recency = xc->recency.load(std::memory_order_relaxed);
         r.recency = stamp_path(*ts, xc);
       } else {
@@ -1285,7 +1285,7 @@ class BasicApproxRadixTree {
       x.tenant_ids()[i] = u;
       x.claims()[i] = m;
       TenantState* ts = find_state(u);
-      std::lock_guard<std::mutex> g(ts->lru_mu);
+      std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
       old->node = lo;
       m->up = old->up;
       old->up = m;
@@ -1451,7 +1451,7 @@ class BasicApproxRadixTree {
           c->up = pin;
           add_tenant_entry(*x, t, c);
           claims_.fetch_add(1, std::memory_order_relaxed);
-          std::lock_guard<std::mutex> g(ts.lru_mu);
+          std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
           link_below(ts, c);  // stamped with the whole path at the end
           --pin->pins;
           ts.size.fetch_add(x->count, std::memory_order_relaxed);
@@ -1477,7 +1477,7 @@ class BasicApproxRadixTree {
           symbols_.fetch_add(leaf->len, std::memory_order_relaxed);
           claims_.fetch_add(1, std::memory_order_relaxed);
           {
-            std::lock_guard<std::mutex> g(ts.lru_mu);
+            std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
             link_below(ts, lc);
             ts.size.fetch_add(leaf->count, std::memory_order_relaxed);
             ts.listed.fetch_add(1, std::memory_order_relaxed);
@@ -1491,7 +1491,7 @@ class BasicApproxRadixTree {
 
       if (after == n) {
         {
-          std::lock_guard<std::mutex> g(ts.lru_mu);
+          std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
           r.recency = stamp_path(ts, xc);
         }
         if (excl)
@@ -1509,7 +1509,7 @@ class BasicApproxRadixTree {
       child->lock.lock_shared();
       Claim* cc = child->find_claim(t);
       if (cc == nullptr) {
-        std::lock_guard<std::mutex> g(ts.lru_mu);
+        std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
         ++xc->pins;
       }
       x->lock.unlock_shared();
@@ -1537,7 +1537,7 @@ class BasicApproxRadixTree {
       Node* nd;
       Node* parent;
       {
-        std::lock_guard<std::mutex> g(ts.lru_mu);
+        std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
         c = ts.tail;
         if (c == nullptr || !more(ts, *c)) break;
         up = c->up;
@@ -1559,7 +1559,7 @@ class BasicApproxRadixTree {
       bool moved;
       bool stop = false;
       {
-        std::lock_guard<std::mutex> g(ts.lru_mu);
+        std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
         moved = ts.tail != c || c->node != nd || c->up != up || up->node != parent || c->pins != 0;
         if (!moved && !more(ts, *c)) stop = true;
         if (!moved && !stop) {
