@@ -1214,6 +1214,7 @@ TEST_CASE("radix tree: match_and_insert shows the match to the rule, then insert
   CHECK(cold.match.tenant == t1);
   CHECK(cold.match.matched == 0);
   CHECK(cold.match.recency == cold.insert.recency);
+  CHECK_FALSE(cold.held);
   CHECK(tree.tenant_size(t1) == 11);
   // Following the match: the insert continues at the deepest node.
   const kvroute::MatchInsertResult hit = tree.match_and_insert("hello world, again", FollowOr{t2});
@@ -1221,6 +1222,7 @@ TEST_CASE("radix tree: match_and_insert shows the match to the rule, then insert
   CHECK(hit.match.matched == 11);
   CHECK(hit.match.input == 18);
   CHECK(hit.match.candidates == 1);
+  CHECK(hit.held);
   CHECK(hit.match.previous_recency == cold.insert.recency);
   CHECK(hit.match.recency > hit.match.previous_recency);
   CHECK(tree.tenant_size(t1) == 18);
@@ -1229,6 +1231,7 @@ TEST_CASE("radix tree: match_and_insert shows the match to the rule, then insert
   CHECK(miss.match.tenant == t2);
   CHECK(miss.match.matched == 2);
   CHECK(miss.match.previous_recency == 0);
+  CHECK_FALSE(miss.held);
   CHECK(tree.tenant_size(t2) == 14);
   CHECK(tree.check_invariants().empty());
   // A declining rule inserts nothing and stamps nothing.

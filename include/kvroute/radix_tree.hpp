@@ -390,6 +390,9 @@ struct MatchInsertResult {
   MatchResult match;
   InsertResult insert;
   bool inserted = false;
+  // The decided tenant held the deepest matched node: `match.matched` is
+  // what the tree claims it has of the sequence.
+  bool held = false;
 };
 
 template <class Symbol>
@@ -537,10 +540,11 @@ class BasicApproxRadixTree {
       return out;
     }
     out.inserted = true;
-    Claim* c = (t <= kMaxTenantId && n <= kMaxSequenceSymbols) ? x->find_claim(t) : nullptr;
-    TenantState* ts = c == nullptr ? nullptr : find_state(t);
+    Claim* c = t <= kMaxTenantId ? x->find_claim(t) : nullptr;
+    out.held = c != nullptr;
+    if (c != nullptr) m.previous_recency = c->recency.load(std::memory_order_relaxed);
+    TenantState* ts = (c == nullptr || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
-      m.previous_recency = c->recency.load(std::memory_order_relaxed);
       // Consumes x's shared hold.
       const Step st = insert_from(x, false, c, d.start, text, n, *ts, out.insert);
       if (st == Step::kDone) {

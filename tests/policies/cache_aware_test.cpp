@@ -250,6 +250,32 @@ TEST_CASE("cache_aware: the tenant rule picks among the deepest node's tenants",
   }
 }
 
+TEST_CASE("cache_aware: a match that routes elsewhere does not refresh the matched worker",
+          "[cache_aware]") {
+  // The gateway's match refreshes the matched worker even when the request
+  // then goes to the least loaded one; here only the worker sent the text
+  // is stamped, so the tree's recency follows real placements.
+  Cluster c(2);
+  CacheAware ca(no_eviction());
+  const std::string held = "abcdefghij";
+  const kvroute::Decision first = c.select(ca, {.text = held});
+  REQUIRE(first);
+  const auto a = first.worker->id;
+  kvroute::ApproxRadixTree* tree = ca.tree("");
+  REQUIRE(tree != nullptr);
+  const auto before = tree->peek_for_tenant(held, a.value).recency;
+  // 10 of 40 characters match A's prefix: a rate of 0.25, under the
+  // threshold, so the request goes to the least loaded worker, B (A is busy).
+  kvroute::LoadGuard busy = c.load.dispatch(a, {});
+  const kvroute::Decision d = c.select(ca, {.text = held + std::string(30, 'z')});
+  REQUIRE(d);
+  CHECK(d.branch == Branch::kCacheMiss);
+  CHECK(d.worker->id != a);
+  CHECK(d.claimed == 0);  // B held nothing of it
+  CHECK(tree->peek_for_tenant(held, a.value).recency == before);
+  CHECK(tree->peek_for_tenant(held, d.worker->id.value).matched == held.size());
+}
+
 TEST_CASE("cache_aware: eviction keeps each worker within max_tree_size", "[cache_aware]") {
   SECTION("reactive: never over budget") {
     Cluster c(2);

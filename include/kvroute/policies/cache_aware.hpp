@@ -16,7 +16,11 @@
 //      cache_threshold (strict) -> the matched worker (`cache_hit`).
 //   3. Otherwise the least-loaded healthy worker (`cache_miss`).
 //   Then the text is inserted under the chosen worker, in every branch, so
-//   the tree follows actual placement.
+//   the tree follows actual placement. Steps 2 and 3 and the insert are one
+//   descent (ApproxRadixTree::match_and_insert), and only the worker the
+//   text is sent to gets a fresh recency: the gateway's match also refreshes
+//   the matched worker when the request then goes elsewhere, which keeps
+//   alive claims its server may have evicted.
 //
 // Least-loaded choices break ties uniformly at random (seeded). The matched
 // worker is chosen among the tenants at the deepest matched node that are
@@ -138,20 +142,33 @@ class CacheAware {
     ApproxRadixTree* tree = trees_.get_or_create(r.model);
 
     if (imbalanced(healthy, c)) {
-      return place(tree, r, least_loaded(healthy, c), Branch::kImbalanced, nullptr);
+      return place(tree, r, least_loaded(healthy, c), Branch::kImbalanced);
     }
     if (tree == nullptr) {  // out of memory: route without affinity
       return Decision::pick(least_loaded(healthy, c), Branch::kCacheMiss);
     }
-    const MatchResult m = tree->match(r.text, Chooser{this, healthy, &c});
-    if (m.has_tenant() && m.match_rate() > static_cast<float>(opt_.cache_threshold)) {
-      if (const Worker* w = find(healthy, m.tenant)) {
-        return place(tree, r, w, Branch::kCacheHit, &m);
-      }
+    // Steps 2 and 3 and the insert in one descent: the rule sees the
+    // deepest matched node's candidates and the match, and names the worker
+    // the text is inserted under.
+    const Worker* chosen = nullptr;
+    Branch branch = Branch::kCacheMiss;
+    const MatchInsertResult mi = tree->match_and_insert(
+        r.text, [&](const RadixCandidates& cands, const MatchResult& m) noexcept {
+          const TenantId t = cands.empty() ? kNoTenant : Chooser{this, healthy, &c}(cands);
+          if (t != kNoTenant && m.match_rate() > static_cast<float>(opt_.cache_threshold)) {
+            chosen = find(healthy, t);
+            branch = Branch::kCacheHit;
+          } else {
+            chosen = least_loaded(healthy, c);
+          }
+          return chosen->id.value;
+        });
+    Decision d = Decision::pick(chosen, branch);
+    if (mi.held) {  // the chosen worker holds the matched prefix
+      d.claimed = mi.match.matched;
+      d.ticket = mi.match.previous_recency;
     }
-    const Worker* w = least_loaded(healthy, c);
-    return place(tree, r, w, Branch::kCacheMiss,
-                 (m.has_tenant() && m.tenant == w->id.value) ? &m : nullptr);
+    return d;
   }
 
   // Corrects the tree with what the server reported for a request this
@@ -241,15 +258,11 @@ class CacheAware {
 
   // Inserts the text under `w` and builds the decision; `m` is the match
   // that named `w`, if any, for the feedback claim.
-  Decision place(ApproxRadixTree* tree, const RequestView& r, const Worker* w, Branch b,
-                 const MatchResult* m) noexcept {
-    Decision d = Decision::pick(w, b);
-    if (m != nullptr) {
-      d.claimed = m->matched;
-      d.ticket = m->previous_recency;
-    }
+  // Inserts the text under w (no match: the imbalanced branch).
+  static Decision place(ApproxRadixTree* tree, const RequestView& r, const Worker* w,
+                        Branch b) noexcept {
     if (tree != nullptr) tree->insert(r.text, w->id.value);
-    return d;
+    return Decision::pick(w, b);
   }
 
   const Options opt_;
