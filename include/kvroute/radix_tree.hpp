@@ -50,11 +50,11 @@
 //     evicted. A node that no tenant holds any more is unlinked and freed.
 //
 // Thread safety: thread-safe. insert, match, match_and_insert,
-// match_for_tenant, peek_for_tenant, visit_path, evict, evict_tenant, drop_older_than,
-// remove_tenant and the size and stats queries may all run concurrently from
-// any threads. The debug functions
-// (recount_sizes, check_invariants, debug_node) require that no other thread
-// modifies the tree while they run.
+// match_for_tenant, peek_for_tenant, visit_path, evict, evict_tenant,
+// drop_older_than, remove_tenant and the size and stats queries may all run
+// concurrently from any threads. The debug functions (recount_sizes,
+// check_invariants, debug_node) require that no other thread modifies the
+// tree while they run.
 //
 // How (so the guarantees below can be checked):
 //   * There is no tree-wide lock. Each node has a reader-writer lock; an
@@ -108,8 +108,10 @@
 // node, C = children at a node; all small in practice):
 //   * insert: O(L + d * (log C + log T)), plus O(T) per split and O(d) to
 //     stamp the path.
-//   * match, match_for_tenant, peek_for_tenant: O(L + d * log C), plus the chooser over the
-//     deepest node's candidates and O(d) to stamp the chosen tenant's path.
+//   * match, match_for_tenant, peek_for_tenant: O(L + d * log C), plus the
+//     chooser over the deepest node's candidates and O(d) to stamp the
+//     chosen tenant's path. visit_path: O(L + d * log C) plus the visitor
+//     over each node's tenants.
 //   * match_and_insert: match's cost, then insert's from the deepest
 //     matched node when the chosen tenant holds it (else a whole insert).
 //   * evict, evict_tenant, drop_older_than: O(what is removed * (T + C)); no
