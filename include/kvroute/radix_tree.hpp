@@ -1141,8 +1141,8 @@ class BasicApproxRadixTree {
   }
 
   // match_for_tenant / peek_for_tenant: descends only along nodes `tenant`
-  // holds; with kStamp, stamps its path to where the descent stopped.
-  template <bool kStamp>
+  // holds; with Stamp, stamps its path to where the descent stopped.
+  template <bool Stamp>
   TenantMatch tenant_descent(sequence_type seq, TenantId tenant) noexcept {
     TenantMatch r;
     const Symbol* text = seq.data();
@@ -1159,7 +1159,7 @@ class BasicApproxRadixTree {
         return true;
       });
       r.found = true;
-      if constexpr (kStamp) {
+      if constexpr (Stamp) {
         std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
         r.previous_recency = xc->recency.load(std::memory_order_relaxed);
         r.recency = stamp_path(*ts, xc);
