@@ -1469,6 +1469,40 @@ TEST_CASE("radix tree: remove_tenant removes it everywhere, the root included",
 // kvroute: accounting
 // ---------------------------------------------------------------------------
 
+TEST_CASE("radix tree: a node's only tenant costs no tenant block", "[radix_tree][stats]") {
+  using Node = kvroute::detail::RadixNode<char>;
+  using Claim = kvroute::detail::RadixClaim;
+  ApproxRadixTree tree;
+  tree.insert("", t1);  // register both tenants (their state, their root claims)
+  tree.insert("", t2);
+  const std::size_t base = tree.stats().bytes;
+  // One node "abc" held by t1: the node, its fragment, t1's claim on it and
+  // the root's child block; no tenant block.
+  tree.insert("abc", t1);
+  const std::size_t one = tree.stats().bytes;
+  CHECK(one - base == sizeof(Node) + 3 + sizeof(Claim) + Node::child_block_bytes(1));
+  // A second tenant on it: its claim and a block of two entries.
+  tree.insert("abc", t2);
+  CHECK(tree.stats().bytes - one == sizeof(Claim) + Node::tenant_block_bytes(2));
+  CHECK(tree.check_invariants().empty());
+  const MatchResult m = tree.match("abc", kvroute::LowestTenantId{});
+  CHECK(m.candidates == 2);
+  CHECK(m.tenant == t1);
+  // Back to one, then none, then one again: the ids and claims stay right.
+  CHECK(tree.remove_tenant(t1));
+  CHECK(tree.check_invariants().empty());
+  CHECK(tree.match("abc").tenant == t2);
+  tree.insert("abd", t1);  // splits "abc": the upper node gets both tenants
+  CHECK(tree.check_invariants().empty());
+  CHECK(tree.match_for_tenant("abd", t1).matched == 3);
+  CHECK(tree.match_for_tenant("abc", t2).matched == 3);
+  CHECK(tree.match_for_tenant("abc", t1).matched == 2);
+  CHECK(tree.remove_tenant(t2));
+  CHECK(tree.remove_tenant(t1));
+  CHECK(tree.check_invariants().empty());
+  CHECK(tree.stats().nodes == 1);
+}
+
 TEST_CASE("radix tree: stats count nodes, units and every byte allocated", "[radix_tree][stats]") {
   ApproxRadixTree tree;
   CHECK(tree.stats().bytes == 0);

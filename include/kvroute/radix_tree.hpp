@@ -121,7 +121,8 @@
 //
 // Memory: a node is 64 bytes + its fragment (1 byte per ASCII character,
 // up to 4 per code point; 4 per uint32 token) + 8-12 bytes per child and per
-// tenant entry; each (node, tenant) pair also costs a 48-byte claim. Long
+// tenant entry (none for a node's only tenant, the common case); each
+// (node, tenant) pair also costs a 48-byte claim. Long
 // fragments (chat prompts) therefore cost little more than their text.
 // stats().bytes counts every byte the tree has allocated (requested sizes;
 // the allocator's own overhead is not included). Memory is bounded by the
@@ -862,7 +863,6 @@ class BasicApproxRadixTree {
     Claim* own = nullptr;
     Node* leaf = nullptr;
     Symbol* leaf_frag = nullptr;
-    void* leaf_tenants = nullptr;
     Claim* leaf_claim = nullptr;
   };
 
@@ -906,7 +906,7 @@ class BasicApproxRadixTree {
     symbols_.fetch_sub(n->len, std::memory_order_relaxed);
     dealloc(n->frag, n->len * sizeof(Symbol));
     dealloc(n->child_block, Node::child_block_bytes(n->cap_child));
-    dealloc(n->tenant_block, Node::tenant_block_bytes(n->cap_tenant));
+    free_tenant_block(*n);
     discard_node(n);
   }
   Symbol* alloc_frag(std::size_t len) noexcept {
@@ -938,22 +938,33 @@ class BasicApproxRadixTree {
     return true;
   }
 
+  // A node's only tenant needs no block (cap 1, the claim kept inline);
+  // from the second on, a block of grown capacity.
   bool reserve_tenants(Node& n, std::uint32_t need) noexcept {
     if (n.cap_tenant >= need) return true;
-    const std::uint32_t cap = grown(n.cap_tenant, need);
+    if (need <= 1) {
+      n.cap_tenant = 1;
+      return true;
+    }
+    const std::uint32_t cap = grown(std::max<std::uint32_t>(n.cap_tenant, 2), need);
     void* b = alloc(Node::tenant_block_bytes(cap));
     if (b == nullptr) return false;
     Node tmp;
-    tmp.tenant_block = b;
+    tmp.tenant_block = static_cast<Claim*>(b);
     tmp.cap_tenant = cap;
     if (n.ntenant > 0) {
       std::memcpy(tmp.tenant_ids(), n.tenant_ids(), n.ntenant * sizeof(std::uint32_t));
       std::memcpy(tmp.claims(), n.claims(), n.ntenant * sizeof(Claim*));
     }
-    dealloc(n.tenant_block, Node::tenant_block_bytes(n.cap_tenant));
-    n.tenant_block = b;
+    free_tenant_block(n);
+    n.tenant_block = static_cast<Claim*>(b);
     n.cap_tenant = cap;
     return true;
+  }
+
+  // Frees n's tenant block, if it has one (not the inline single claim).
+  void free_tenant_block(Node& n) noexcept {
+    if (!n.tenants_inline()) dealloc(n.tenant_block, Node::tenant_block_bytes(n.cap_tenant));
   }
 
   // Requires capacity.
@@ -980,6 +991,13 @@ class BasicApproxRadixTree {
 
   // Requires capacity and t absent.
   static void add_tenant_entry(Node& n, TenantId t, Claim* c) noexcept {
+    c->tenant = t;
+    if (n.tenants_inline()) {
+      KVROUTE_ASSERT(n.ntenant == 0 && n.cap_tenant == 1, "radix tree: no room for a tenant");
+      n.tenant_block = c;
+      n.ntenant = 1;
+      return;
+    }
     const std::uint32_t i = n.tenant_slot(t);
     std::uint32_t* ids = n.tenant_ids();
     Claim** cl = n.claims();
@@ -993,6 +1011,11 @@ class BasicApproxRadixTree {
   static void remove_tenant_entry(Node& n, TenantId t) noexcept {
     const std::uint32_t i = n.tenant_slot(t);
     KVROUTE_ASSERT(i < n.ntenant && n.tenant_ids()[i] == t, "radix tree: tenant not found");
+    if (n.tenants_inline()) {
+      n.tenant_block = nullptr;
+      n.ntenant = 0;
+      return;
+    }
     std::uint32_t* ids = n.tenant_ids();
     Claim** cl = n.claims();
     std::memmove(ids + i, ids + i + 1, (n.ntenant - i - 1) * sizeof(std::uint32_t));
@@ -1239,7 +1262,6 @@ class BasicApproxRadixTree {
     }
     discard_node(p.leaf);
     dealloc(p.leaf_frag, leaf_len * sizeof(Symbol));
-    dealloc(p.leaf_tenants, Node::tenant_block_bytes(1));
     if (p.leaf_claim != nullptr) {
       p.leaf_claim->~Claim();
       dealloc(p.leaf_claim, sizeof(Claim));
@@ -1277,9 +1299,9 @@ class BasicApproxRadixTree {
     x.nchild = 0;
     p.upper_children = nullptr;
     add_child(x, Traits::key(lo->frag, lo->len), lo);
-    x.tenant_block = p.upper_tenants;
+    x.tenant_block = static_cast<Claim*>(p.upper_tenants);  // null for an inline tenant
     x.cap_tenant = p.upper_tenant_cap;
-    x.ntenant = lo->ntenant;
+    x.ntenant = 0;
     p.upper_tenants = nullptr;
     for (std::uint32_t i = 0; i < lo->ntenant; ++i) {
       const TenantId u = lo->tenant_ids()[i];
@@ -1288,8 +1310,7 @@ class BasicApproxRadixTree {
       p.copies = m->next;
       m->next = nullptr;
       m->node = &x;
-      x.tenant_ids()[i] = u;
-      x.claims()[i] = m;
+      add_tenant_entry(x, u, m);  // in id order: appends
       TenantState* ts = find_state(u);
       std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
       old->node = lo;
@@ -1415,8 +1436,10 @@ class BasicApproxRadixTree {
           p.upper_child_cap = need_leaf ? 2 : 1;
           p.upper_children = alloc(Node::child_block_bytes(p.upper_child_cap));
           p.upper_tenant_cap = x->ntenant + (need_claim ? 1 : 0);
-          p.upper_tenants = alloc(Node::tenant_block_bytes(p.upper_tenant_cap));
-          ok = p.lower && p.lower_frag && p.upper_frag && p.upper_children && p.upper_tenants;
+          const std::size_t tb = Node::tenant_block_bytes(p.upper_tenant_cap);
+          if (tb > 0) p.upper_tenants = alloc(tb);
+          ok = p.lower && p.lower_frag && p.upper_frag && p.upper_children &&
+               (tb == 0 || p.upper_tenants);
           for (std::uint32_t i = 0; ok && i < x->ntenant; ++i) {
             Claim* c = new_claim();
             if (c == nullptr) {
@@ -1434,9 +1457,8 @@ class BasicApproxRadixTree {
         if (ok && need_leaf) {
           p.leaf = new_node();
           p.leaf_frag = alloc_frag(leaf_len);
-          p.leaf_tenants = alloc(Node::tenant_block_bytes(1));
           p.leaf_claim = new_claim();
-          ok = p.leaf && p.leaf_frag && p.leaf_tenants && p.leaf_claim;
+          ok = p.leaf && p.leaf_frag && p.leaf_claim;
         }
         if (!ok) {
           release_prep(p, split ? x->len - k : 0, split ? k : 0, leaf_len);
@@ -1471,8 +1493,7 @@ class BasicApproxRadixTree {
           leaf->count = static_cast<std::uint32_t>(Traits::count(text + after, leaf_len));
           leaf->frag = p.leaf_frag;
           std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
-          leaf->tenant_block = p.leaf_tenants;
-          leaf->cap_tenant = 1;
+          leaf->cap_tenant = 1;  // its one tenant inline: no block
           Claim* lc = p.leaf_claim;
           lc->node = leaf;
           lc->up = xc;
@@ -1736,7 +1757,7 @@ class BasicApproxRadixTree {
     for (std::uint32_t i = 0; i < root_.ntenant; ++i) free_claim(root_.claims()[i]);
     root_.ntenant = 0;
     dealloc(root_.child_block, Node::child_block_bytes(root_.cap_child));
-    dealloc(root_.tenant_block, Node::tenant_block_bytes(root_.cap_tenant));
+    free_tenant_block(root_);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();

@@ -17,9 +17,9 @@
 //     of (tenant id, claim). No hash map and no per-character node.
 //
 // Layout (64-bit): a node is 64 bytes plus its fragment, plus one block of
-// (key, child pointer) pairs and one block of (tenant id, claim pointer)
-// pairs; a claim is 48 bytes. The blocks and fragments are allocated by the
-// tree, which counts every byte.
+// (key, child pointer) pairs and, when more than one tenant holds it, one
+// block of (tenant id, claim pointer) pairs; a claim is 48 bytes. The
+// blocks and fragments are allocated by the tree, which counts every byte.
 //
 // Thread safety: none here; RadixNode::lock and the tree's per-tenant mutexes
 // guard the fields as documented in radix_tree.hpp.
@@ -168,6 +168,10 @@ struct RadixClaim {
   // Inserts in flight that are about to hang a child claim below this one;
   // eviction leaves a pinned claim alone.
   std::uint32_t pins = 0;
+  // The tenant holding the node; set before the claim is linked, then
+  // fixed. A node's only claim is kept without a tenant block, and this is
+  // then its tenant id entry (RadixNode::tenant_ids).
+  std::uint32_t tenant = 0;
 };
 
 template <class Symbol>
@@ -189,8 +193,11 @@ struct RadixNode {
   std::uint32_t cap_tenant = 0;
   bool dead = false;  // unlinked; see `pins`
   Symbol* frag = nullptr;
-  void* child_block = nullptr;   // Key[cap_child], then RadixNode*[cap_child]
-  void* tenant_block = nullptr;  // uint32_t[cap_tenant], then RadixClaim*[cap_tenant]
+  void* child_block = nullptr;  // Key[cap_child], then RadixNode*[cap_child]
+  // cap_tenant <= 1 (most nodes: one tenant): the one claim itself, or
+  // null, with no block; its id is the claim's `tenant`. Otherwise a block:
+  // uint32_t[cap_tenant], then RadixClaim*[cap_tenant].
+  RadixClaim* tenant_block = nullptr;
 
   static constexpr std::size_t align8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
   static constexpr std::size_t child_block_bytes(std::uint32_t cap) noexcept {
@@ -198,19 +205,27 @@ struct RadixNode {
     return align8(cap * sizeof(Key)) +
            cap * sizeof(RadixNode*);  // NOLINT(bugprone-sizeof-expression)
   }
+  // 0 for the inline single tenant (cap <= 1): no block.
   static constexpr std::size_t tenant_block_bytes(std::uint32_t cap) noexcept {
-    return align8(cap * sizeof(std::uint32_t)) +
-           cap * sizeof(RadixClaim*);  // NOLINT(bugprone-sizeof-expression)
+    return cap <= 1 ? 0
+                    : align8(cap * sizeof(std::uint32_t)) +
+                          cap * sizeof(RadixClaim*);  // NOLINT(bugprone-sizeof-expression)
   }
+  bool tenants_inline() const noexcept { return cap_tenant <= 1; }
 
   Key* keys() const noexcept { return static_cast<Key*>(child_block); }
   RadixNode** kids() const noexcept {
     return reinterpret_cast<RadixNode**>(static_cast<char*>(child_block) +
                                          align8(cap_child * sizeof(Key)));
   }
-  std::uint32_t* tenant_ids() const noexcept { return static_cast<std::uint32_t*>(tenant_block); }
+  // Arrays of ntenant entries (null when there are none and no block).
+  std::uint32_t* tenant_ids() const noexcept {
+    if (tenants_inline()) return tenant_block == nullptr ? nullptr : &tenant_block->tenant;
+    return reinterpret_cast<std::uint32_t*>(tenant_block);
+  }
   RadixClaim** claims() const noexcept {
-    return reinterpret_cast<RadixClaim**>(static_cast<char*>(tenant_block) +
+    if (tenants_inline()) return const_cast<RadixClaim**>(&tenant_block);
+    return reinterpret_cast<RadixClaim**>(reinterpret_cast<char*>(tenant_block) +
                                           align8(cap_tenant * sizeof(std::uint32_t)));
   }
 
