@@ -184,42 +184,25 @@ class LeastPrefill {
       len = m.found ? m.matched : 0;
       ticket = m.previous_recency;
     };
+    // The least predicted work wins, ties at random. score() is an array
+    // read after the walk above (pools beyond kStackWorkers peek the winner
+    // once more).
     std::size_t best_match = 0;
-    const Worker* chosen = nullptr;
-    double chosen_key = 0;
+    const std::size_t win = detail::pick_min_index(
+        n,
+        [&](std::size_t i) noexcept {
+          std::size_t len = 0;
+          std::uint64_t ticket = 0;
+          score(i, len, ticket);
+          best_match = std::max(best_match, len);
+          return qw_ * static_cast<double>(queued(c, *healthy[i])) +
+                 static_cast<double>(input - std::min(len, input)) / cpt_;
+        },
+        [](std::size_t) noexcept { return true; }, rng_);
+    const Worker* chosen = healthy[win];
     std::size_t chosen_match = 0;
     std::uint64_t chosen_ticket = 0;
-    std::uint64_t ties = 0;
-    std::uint64_t local = 0;
-    bool drawn = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      const Worker* w = healthy[i];
-      std::size_t len = 0;
-      std::uint64_t ticket = 0;
-      score(i, len, ticket);
-      best_match = std::max(best_match, len);
-      const double key = qw_ * static_cast<double>(queued(c, *w)) +
-                         static_cast<double>(input - std::min(len, input)) / cpt_;
-      if (chosen == nullptr || key < chosen_key) {
-        chosen = w;
-        chosen_key = key;
-        chosen_match = len;
-        chosen_ticket = ticket;
-        ties = 1;
-      } else if (!(chosen_key < key)) {  // a tie: reservoir-sample it
-        ++ties;
-        if (!drawn) {
-          local = rng_.next();
-          drawn = true;
-        }
-        local = detail::splitmix64(local);
-        if (static_cast<std::uint64_t>((static_cast<detail::Uint128>(local) * ties) >> 64) == 0) {
-          chosen = w;
-          chosen_match = len;
-          chosen_ticket = ticket;
-        }
-      }
-    }
+    score(win, chosen_match, chosen_ticket);
     const Branch b = best_match == 0              ? Branch::kCacheMiss
                      : chosen_match == best_match ? Branch::kCacheHit
                                                   : Branch::kLeastPrefill;
