@@ -685,16 +685,7 @@ TEST_CASE("bucket: concurrent choose, maintenance, removals and health flips",
       std::this_thread::yield();
     }
   });
-  threads.emplace_back([&] {
-    for (int i = 0; i < 200; ++i) {  // always reaches the removal
-      c.workers.set_healthy(c.ids[1], i % 2 == 0).IgnoreError();
-      if (i == 100) {
-        c.workers.remove(c.ids[3]).IgnoreError();
-        p.on_worker_removed(c.ids[3]);
-      }
-      std::this_thread::yield();
-    }
-  });
+  threads.emplace_back([&] { kvtest::churn_membership(c, p); });
   for (std::size_t i = 0; i < 4; ++i) threads[i].join();
   stop.store(true);
   for (std::size_t i = 4; i < threads.size(); ++i) threads[i].join();

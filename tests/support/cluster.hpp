@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -73,6 +74,23 @@ class Cluster {
   std::map<std::uint32_t, std::vector<kvroute::LoadGuard>> guards_;
   std::vector<std::shared_ptr<const kvroute::WorkerSnapshot>> snaps_;
 };
+
+// The membership churn of the policies' concurrency tests, for a thread of
+// its own beside the selecting threads: flips worker 1's health 200 times
+// and removes worker 3 half way, telling `p` as a host would. Uses only the
+// thread-safe WorkerSet calls (Cluster's helpers REQUIRE, which Catch2 does
+// not allow off the main thread).
+template <class P>
+void churn_membership(Cluster& c, P& p) {
+  for (int i = 0; i < 200; ++i) {  // always reaches the removal
+    c.workers.set_healthy(c.ids[1], i % 2 == 0).IgnoreError();
+    if (i == 100) {
+      c.workers.remove(c.ids[3]).IgnoreError();
+      p.on_worker_removed(c.ids[3]);
+    }
+    std::this_thread::yield();
+  }
+}
 
 }  // namespace kvtest
 
