@@ -26,10 +26,13 @@ inline std::ostream& operator<<(std::ostream& os, const TenantSize& s) {
 }
 KVROUTE_NAMESPACE_END
 
-// The layout the header documents (64-bit): 64-byte nodes, 48-byte claims.
-static_assert(sizeof(void*) != 8 || sizeof(kvroute::detail::RadixNode<char>) == 64);
-static_assert(sizeof(void*) != 8 || sizeof(kvroute::detail::RadixNode<std::uint32_t>) == 64);
-static_assert(sizeof(void*) != 8 || sizeof(kvroute::detail::RadixClaim) == 48);
+// The layout the header documents (64-bit): 48-byte nodes, 24-byte claims.
+static_assert(sizeof(void*) != 8 || sizeof(kvroute::detail::RadixNode<char>) == 48);
+static_assert(sizeof(void*) != 8 || sizeof(kvroute::detail::RadixNode<std::uint32_t>) == 48);
+static_assert(sizeof(kvroute::detail::RadixClaim) == 24);
+
+// What the slab of nodes and claims holds once it has its first chunk.
+static constexpr std::size_t kFirstSlabChunks = kvroute::detail::RadixSlab::kChunkBytes + 256;
 static_assert(kvroute::RadixChooser<kvroute::MostRecentlyUsed>);
 static_assert(kvroute::RadixChooser<kvroute::LowestTenantId>);
 static_assert(!kvroute::RadixChooser<int (*)(const kvroute::RadixCandidates&)>);  // not noexcept
@@ -1471,19 +1474,25 @@ TEST_CASE("radix tree: remove_tenant removes it everywhere, the root included",
 
 TEST_CASE("radix tree: a node's only tenant costs no tenant block", "[radix_tree][stats]") {
   using Node = kvroute::detail::RadixNode<char>;
-  using Claim = kvroute::detail::RadixClaim;
   ApproxRadixTree tree;
   tree.insert("", t1);  // register both tenants (their state, their root claims)
   tree.insert("", t2);
+  tree.insert("z", t1);  // the root's child block
   const std::size_t base = tree.stats().bytes;
-  // One node "abc" held by t1: the node, its fragment, t1's claim on it and
-  // the root's child block; no tenant block.
+  CHECK(tree.stats().claims == 3);
+  // One node "abc" held by t1: the node and t1's claim on it come from the
+  // slabs; malloc'ed: its fragment and the root's child block, grown from
+  // one entry to two. No tenant block.
   tree.insert("abc", t1);
   const std::size_t one = tree.stats().bytes;
-  CHECK(one - base == sizeof(Node) + 3 + sizeof(Claim) + Node::child_block_bytes(1));
-  // A second tenant on it: its claim and a block of two entries.
+  CHECK(one - base == 3 + Node::child_block_bytes(2) - Node::child_block_bytes(1));
+  CHECK(tree.stats().claims == 4);
+  // A second tenant on it: its claim from the slab, and a block of two
+  // (tenant, claim) entries.
   tree.insert("abc", t2);
-  CHECK(tree.stats().bytes - one == sizeof(Claim) + Node::tenant_block_bytes(2));
+  CHECK(tree.stats().bytes - one == Node::tenant_block_bytes(2));
+  CHECK(Node::tenant_block_bytes(2) == 16);
+  CHECK(tree.stats().claims == 5);
   CHECK(tree.check_invariants().empty());
   const MatchResult m = tree.match("abc", kvroute::LowestTenantId{});
   CHECK(m.candidates == 2);
@@ -1512,7 +1521,7 @@ TEST_CASE("radix tree: stats count nodes, units and every byte allocated", "[rad
   tree.insert("", t2);
   const auto s0 = tree.stats();
   CHECK(s0.bytes > 0);
-  CHECK(s0.bytes < 8192);
+  CHECK(s0.bytes < 8192 + kFirstSlabChunks);
   const std::string prompt(4000, 'x');
   tree.insert(prompt + " question one", t1);
   const auto s1 = tree.stats();
@@ -1533,7 +1542,8 @@ TEST_CASE("radix tree: stats count nodes, units and every byte allocated", "[rad
   CHECK(s3.nodes == 1);
   CHECK(s3.units == 0);
   CHECK(s3.claims == 0);
-  CHECK(s3.bytes < 8192);  // only the per-tenant states and the id table remain
+  // Only the per-tenant states, the id table and the slab's chunk remain.
+  CHECK(s3.bytes < 8192 + kFirstSlabChunks);
   require_consistent(tree);
 }
 

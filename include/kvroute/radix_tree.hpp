@@ -59,15 +59,18 @@
 // How (so the guarantees below can be checked):
 //   * There is no tree-wide lock. Each node has a reader-writer lock; an
 //     operation descends with lock coupling (the child's lock is taken before
-//     the parent's is released), so it holds at most two node locks, and it
-//     compares text against a node's fragment under that node's lock alone.
-//     match takes shared locks only; insert takes a node's lock exclusively
-//     only where it changes that node (adds a child, a tenant, or splits it).
-//     match_and_insert descends as match does and, when the chosen tenant
+//     the parent's is released), so it holds at most two node locks (three,
+//     for an instant, in an insert), and it compares text against a node's
+//     fragment under that node's lock (and, in an insert, its parent's shared
+//     lock) alone. match takes shared locks only; insert takes a node's lock
+//     exclusively only where it changes that node (adds a child, a tenant, or
+//     splits it), and holds the node's parent shared meanwhile, so that the
+//     node stays linked while its lock is upgraded. match_and_insert descends
+//     as match does, keeping the parent too, and, when the chosen tenant
 //     holds the deepest matched node, goes on as insert from that node
-//     (whose lock it still holds), so the text is compared once.
+//     (whose locks it still holds), so the text is compared once.
 //   * Each tenant has a mutex for its LRU list and size. It is taken for
-//     O(depth) pointer updates, never across a text comparison, and only by
+//     O(depth) link updates, never across a text comparison, and only by
 //     operations on that tenant, so threads serving different tenants never
 //     meet on it: once per match (to stamp the chosen tenant's path), once
 //     per insert (to stamp its path at the end) plus once per node the insert
@@ -76,9 +79,9 @@
 //     mutex that match never takes (insert takes it only for its own
 //     reactive eviction, see Options::tenant_budget).
 //   * A node is unlinked only while its parent's and its own locks are held
-//     exclusively, so no reader is inside it and none can reach it again. It
-//     is freed right then, or, when an insert was waiting to upgrade its lock
-//     on it, by the last such insert, which sees it is dead and starts over.
+//     exclusively, so no reader is inside it, none can reach it again, and no
+//     insert is upgrading its lock (that insert would hold the parent); it
+//     is freed right then.
 //   * Claims (tenant t holds node n) are removed only from the tail of t's
 //     LRU list, which is always a leaf for t, so the claims on the path above
 //     a claim an operation holds stay valid without holding their nodes.
@@ -119,15 +122,19 @@
 //     within budget costs O(1).
 //   * remove_tenant: O(nodes the tenant holds * (T + C)).
 //
-// Memory: a node is 64 bytes + its fragment (1 byte per ASCII character,
-// up to 4 per code point; 4 per uint32 token) + 8-12 bytes per child and per
+// Memory: a node is 48 bytes + its fragment (1 byte per ASCII character,
+// up to 4 per code point; 4 per uint32 token) + 8 bytes per child and per
 // tenant entry (none for a node's only tenant, the common case); each
-// (node, tenant) pair also costs a 48-byte claim. Long
-// fragments (chat prompts) therefore cost little more than their text.
-// stats().bytes counts every byte the tree has allocated (requested sizes;
-// the allocator's own overhead is not included). Memory is bounded by the
-// budgets: with a per-tenant budget B and N tenants a tree holds at most
-// N * B units of fragments.
+// (node, tenant) pair also costs a 24-byte claim. Nodes and claims link to
+// each other by 32-bit indices into one slab (detail/slab.hpp), which grows
+// by 12 KB chunks and keeps them, reusing freed slots, until the tree is
+// destroyed. Long fragments (chat prompts) therefore cost little more than
+// their text. stats().bytes counts every byte the tree has allocated
+// (requested sizes and whole slab chunks; the allocator's own overhead is
+// not included). Memory is bounded by the budgets: with a per-tenant budget
+// B and N tenants a tree holds at most N * B units of fragments, and its
+// slab at most the nodes and claims of the largest tree it has been. A tree
+// holds at most about 2^32 / 3 nodes (insert then reports kOutOfMemory).
 //
 // Invalidation: nothing returned refers into the tree. The RadixCandidates
 // view passed to a chooser (or a match_and_insert rule) is valid only during
@@ -174,6 +181,7 @@
 #define KVROUTE_RADIX_TREE_HPP_
 
 #include <atomic>
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -210,7 +218,6 @@ enum class InsertStatus : std::uint8_t {
   kInvalidTenant,  // tenant > kMaxTenantId
   kTooLong,        // more than 2^32 - 1 symbols
   kOutOfMemory,    // nothing or a prefix was recorded; the tree is consistent
-  kContended,      // gave up after repeated interference (not seen in practice)
 };
 
 struct InsertResult {
@@ -284,8 +291,6 @@ struct RadixTreeStats {
   std::size_t claims = 0;   // (node, tenant) entries, root entries included
   std::size_t tenants = 0;  // registered tenants
   std::uint64_t clock = 0;  // the last recency handed out
-  // Insert attempts that met a concurrent eviction and started over.
-  std::size_t restarts = 0;
   // Units taken off tenants so far by eviction (periodic or reactive),
   // drop_older_than and remove_tenant: a monotonic count for metrics.
   std::size_t removed_units = 0;
@@ -324,14 +329,17 @@ class RadixCandidates {
     std::size_t i_ = 0;
   };
 
-  RadixCandidates(const std::uint32_t* ids, detail::RadixClaim* const* claims,
+  using ClaimPool = detail::RadixSlab;
+  // Built by the tree: `n` tenant ids and their claims' indices in `pool`.
+  RadixCandidates(const std::uint32_t* ids, const std::uint32_t* claims, const ClaimPool* pool,
                   std::size_t n) noexcept
-      : ids_(ids), claims_(claims), n_(n) {}
+      : ids_(ids), claims_(claims), pool_(pool), n_(n) {}
 
   std::size_t size() const noexcept { return n_; }
   bool empty() const noexcept { return n_ == 0; }
   RadixCandidate operator[](std::size_t i) const noexcept {
-    return {ids_[i], claims_[i]->recency.load(std::memory_order_relaxed)};
+    return {ids_[i], static_cast<const detail::RadixClaim*>(pool_->at(claims_[i]))
+                         ->recency.load(std::memory_order_relaxed)};
   }
   bool contains(TenantId t) const noexcept {
     const std::uint32_t* e = ids_ + n_;
@@ -343,7 +351,8 @@ class RadixCandidates {
 
  private:
   const std::uint32_t* ids_;
-  detail::RadixClaim* const* claims_;
+  const std::uint32_t* claims_;
+  const ClaimPool* pool_;
   std::size_t n_;
 };
 
@@ -459,15 +468,9 @@ class BasicApproxRadixTree {
       r.status = InsertStatus::kOutOfMemory;
       return r;
     }
-    Step s = Step::kRestart;
-    for (int attempt = 0; attempt < kMaxInsertAttempts; ++attempt) {
-      s = insert_once(seq.data(), seq.size(), *ts, r);
-      if (s != Step::kRestart) break;
-      restarts_.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::yield();
+    if (insert_once(seq.data(), seq.size(), *ts, r) == Step::kOutOfMemory) {
+      r.status = InsertStatus::kOutOfMemory;
     }
-    if (s == Step::kOutOfMemory) r.status = InsertStatus::kOutOfMemory;
-    if (s == Step::kRestart) r.status = InsertStatus::kContended;
     finish_insert(*ts);
     return r;
   }
@@ -482,7 +485,7 @@ class BasicApproxRadixTree {
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
     root_.lock.lock_shared();
-    const Descent d = descend(text, n, [](const Node&) noexcept { return true; });
+    const Descent d = descend<false>(text, n, [](const Node&) noexcept { return true; });
     Node* const x = d.node;
     const std::size_t pos = d.pos;
     const std::size_t matched = d.matched;
@@ -490,13 +493,12 @@ class BasicApproxRadixTree {
     r.matched_symbols = pos;
     r.candidates = x->ntenant;
     if (x->ntenant > 0) {
-      const RadixCandidates cands(x->tenant_ids(), x->claims(), x->ntenant);
-      const TenantId t = choose(cands);
-      Claim* c = t == kNoTenant ? nullptr : x->find_claim(t);
-      if (c != nullptr) {
+      const TenantId t = choose(candidates(*x));
+      const std::uint32_t c = t == kNoTenant ? kNil : x->find_claim(t);
+      if (c != kNil) {
         TenantState* ts = find_state(t);
         std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-        r.previous_recency = c->recency.load(std::memory_order_relaxed);
+        r.previous_recency = claim(c)->recency.load(std::memory_order_relaxed);
         r.recency = stamp_path(*ts, c);
         r.tenant = t;
       }
@@ -529,41 +531,34 @@ class BasicApproxRadixTree {
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
     root_.lock.lock_shared();
-    const Descent d = descend(text, n, [](const Node&) noexcept { return true; });
+    const Descent d = descend<true>(text, n, [](const Node&) noexcept { return true; });
     Node* const x = d.node;
     m.matched = d.matched;
     m.matched_symbols = d.pos;
     m.candidates = x->ntenant;
     m.input = d.matched + Traits::count(text + d.pos, n - d.pos);
-    const RadixCandidates cands(x->tenant_ids(), x->claims(), x->ntenant);
-    const TenantId t = decide(cands, static_cast<const MatchResult&>(m));
+    const TenantId t = decide(candidates(*x), static_cast<const MatchResult&>(m));
     m.tenant = t;
     if (t == kNoTenant) {
-      x->lock.unlock_shared();
+      unlock_descent(d);
       return out;
     }
     out.inserted = true;
-    Claim* c = t <= kMaxTenantId ? x->find_claim(t) : nullptr;
-    out.held = c != nullptr;
-    if (c != nullptr) m.previous_recency = c->recency.load(std::memory_order_relaxed);
-    TenantState* ts = (c == nullptr || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
+    const std::uint32_t c = t <= kMaxTenantId ? x->find_claim(t) : kNil;
+    out.held = c != kNil;
+    if (c != kNil) m.previous_recency = claim(c)->recency.load(std::memory_order_relaxed);
+    TenantState* ts = (c == kNil || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
-      // Consumes x's shared hold.
-      const Step st = insert_from(x, false, c, d.start, text, n, *ts, out.insert);
-      if (st == Step::kDone) {
-        finish_insert(*ts);
-        m.recency = out.insert.recency;
-        return out;
-      }
-      if (st == Step::kOutOfMemory) {
+      // Consumes the descent's shared holds.
+      if (insert_from(d.parent, x, d.index, false, c, d.start, text, n, *ts, out.insert) ==
+          Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
-        finish_insert(*ts);
-        return out;
       }
-      restarts_.fetch_add(1, std::memory_order_relaxed);  // evicted meanwhile: start over
-    } else {
-      x->lock.unlock_shared();
+      finish_insert(*ts);
+      m.recency = out.insert.recency;
+      return out;
     }
+    unlock_descent(d);
     out.insert = insert(seq, t);
     m.recency = out.insert.recency;
     return out;
@@ -607,10 +602,11 @@ class BasicApproxRadixTree {
     Node* x = &root_;
     std::size_t pos = 0;
     std::size_t matched = 0;
-    visit(RadixCandidates(x->tenant_ids(), x->claims(), x->ntenant), std::size_t{0});
+    visit(candidates(*x), std::size_t{0});
     while (pos < n) {
-      Node* c = x->find_child(Traits::key(text + pos, n - pos));
-      if (c == nullptr) break;
+      const std::uint32_t ci = x->find_child(Traits::key(text + pos, n - pos));
+      if (ci == kNil) break;
+      Node* c = node(ci);
       c->lock.lock_shared();
       x->lock.unlock_shared();
       x = c;
@@ -618,7 +614,7 @@ class BasicApproxRadixTree {
       const bool whole = k == x->len;
       matched += whole ? x->count : Traits::count(text + pos, k);
       pos += k;
-      visit(RadixCandidates(x->tenant_ids(), x->claims(), x->ntenant), matched);
+      visit(candidates(*x), matched);
       if (!whole) break;
     }
     r.candidates = x->ntenant;
@@ -678,23 +674,19 @@ class BasicApproxRadixTree {
       evict_loop(*ts, [](const TenantState&, const Claim&) { return true; });
       root_.lock.lock();
       std::unique_lock<detail::SpinMutex> g(ts->lru_mu);
-      if (ts->head != nullptr) {  // an insert in flight added more
+      if (ts->head != kNil) {  // an insert in flight added more
         g.unlock();
         root_.lock.unlock();
         std::this_thread::yield();
         continue;
       }
-      Claim* rc = root_.find_claim(tenant);
-      if (rc == nullptr) {
+      // No insert of the tenant is in flight below the root: it would hold
+      // the root's lock shared.
+      const std::uint32_t rc = root_.find_claim(tenant);
+      if (rc == kNil) {
         g.unlock();
         root_.lock.unlock();
         return false;
-      }
-      if (rc->pins != 0) {  // an insert is about to claim a top-level node
-        g.unlock();
-        root_.lock.unlock();
-        std::this_thread::yield();
-        continue;
       }
       remove_tenant_entry(root_, tenant);
       ts->registered.store(false, std::memory_order_relaxed);
@@ -745,13 +737,12 @@ class BasicApproxRadixTree {
   RadixTreeStats stats() const noexcept {
     RadixTreeStats s;
     s.nodes = nodes_.load(std::memory_order_relaxed) + 1;
-    s.bytes = bytes_.load(std::memory_order_relaxed);
+    s.bytes = bytes_.load(std::memory_order_relaxed) + pool_.bytes();
     s.units = units_.load(std::memory_order_relaxed);
     s.symbols = symbols_.load(std::memory_order_relaxed);
     s.claims = claims_.load(std::memory_order_relaxed);
     s.tenants = registered_.load(std::memory_order_relaxed);
     s.clock = clock_.load(std::memory_order_relaxed);
-    s.restarts = restarts_.load(std::memory_order_relaxed);
     s.removed_units = removed_units_.load(std::memory_order_relaxed);
     return s;
   }
@@ -764,7 +755,7 @@ class BasicApproxRadixTree {
   std::vector<TenantSize> recount_sizes() const {
     std::vector<TenantSize> out;
     for (std::uint32_t i = 0; i < root_.ntenant; ++i) out.push_back({root_.tenant_ids()[i], 0});
-    std::vector<const Node*> stack;
+    std::vector<Node*> stack;
     push_children(root_, stack);
     while (!stack.empty()) {
       const Node* n = stack.back();
@@ -795,8 +786,9 @@ class BasicApproxRadixTree {
     const Node* x = &root_;
     std::size_t pos = 0;
     while (pos < n) {
-      const Node* c = x->find_child(Traits::key(text + pos, n - pos));
-      if (c == nullptr) return std::nullopt;
+      const std::uint32_t ci = x->find_child(Traits::key(text + pos, n - pos));
+      if (ci == kNil) return std::nullopt;
+      const Node* c = node(ci);
       const std::size_t k = common_units(*c, text + pos, n - pos);
       x = c;
       pos += k;
@@ -814,7 +806,7 @@ class BasicApproxRadixTree {
       d.tenants.push_back(t);
       bool in_child = false;
       for (std::uint32_t j = 0; j < x->nchild && !in_child; ++j) {
-        in_child = x->kids()[j]->find_claim(t) != nullptr;
+        in_child = node(x->kids()[j])->find_claim(t) != kNil;
       }
       if (!in_child) d.leaf_tenants.push_back(t);
     }
@@ -822,8 +814,9 @@ class BasicApproxRadixTree {
   }
 
  private:
-  static constexpr int kMaxInsertAttempts = 64;
   static constexpr int kMaxEvictFailures = 4096;
+  static constexpr std::uint32_t kNil = detail::kNilIndex;
+  static constexpr std::uint32_t kRoot = detail::kRootIndex;
 
   // Per-tenant state; allocated on the tenant's first insert and kept (and
   // reused) until the tree is destroyed, so a pointer to it never dangles.
@@ -832,8 +825,8 @@ class BasicApproxRadixTree {
     const TenantId id;
     detail::SpinMutex lru_mu;             // guards head, tail and every claim's links
     std::mutex maint_mu;                  // serialises evict/drop/remove for this tenant
-    Claim* head = nullptr;                // most recent
-    Claim* tail = nullptr;                // least recent: always a leaf for this tenant
+    std::uint32_t head = kNil;            // most recent claim
+    std::uint32_t tail = kNil;            // least recent: always a leaf for this tenant
     std::atomic<std::size_t> size{0};     // written under lru_mu
     std::atomic<std::size_t> listed{0};   // claims in the list; under lru_mu
     std::atomic<bool> registered{false};  // written under the root's lock
@@ -847,24 +840,46 @@ class BasicApproxRadixTree {
     std::atomic<TenantLeaf*> slot[256];
   };
 
-  enum class Step { kDone, kRestart, kOutOfMemory };
+  enum class Step { kDone, kOutOfMemory };
 
   // Allocations an insert step needs, made before it changes anything so
-  // that running out of memory leaves the node untouched.
+  // that running out of memory leaves the node untouched. Indices are slab
+  // slots (kNil: none).
   struct Prep {
-    Node* lower = nullptr;
+    std::uint32_t lower = kNil;
     Symbol* lower_frag = nullptr;
     Symbol* upper_frag = nullptr;
     void* upper_children = nullptr;
     std::uint32_t upper_child_cap = 0;
     void* upper_tenants = nullptr;
     std::uint32_t upper_tenant_cap = 0;
-    Claim* copies = nullptr;  // chained through `next`
-    Claim* own = nullptr;
-    Node* leaf = nullptr;
+    std::uint32_t copies = kNil;  // chained through `next`
+    std::uint32_t own = kNil;
+    std::uint32_t leaf = kNil;
     Symbol* leaf_frag = nullptr;
-    Claim* leaf_claim = nullptr;
+    std::uint32_t leaf_claim = kNil;
   };
+
+  // --- slab objects ----------------------------------------------------------
+
+  static_assert(sizeof(Node) <= 2 * sizeof(Claim) && alignof(Node) <= 8,
+                "a node takes two slab units");
+  Node* node(std::uint32_t i) const noexcept { return static_cast<Node*>(pool_.at(i)); }
+  // Also the root, for a claim's `node`.
+  Node* node_or_root(std::uint32_t i) const noexcept {
+    return i == kRoot ? const_cast<Node*>(&root_) : node(i);
+  }
+  Claim* claim(std::uint32_t i) const noexcept { return static_cast<Claim*>(pool_.at(i)); }
+  void prefetch_claim(std::uint32_t i) const noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(claim(i), 1);
+#else
+    (void)i;
+#endif
+  }
+  RadixCandidates candidates(const Node& x) const noexcept {
+    return RadixCandidates(x.tenant_ids(), x.claims(), &pool_, x.ntenant);
+  }
 
   // --- allocation, every byte counted -------------------------------------
 
@@ -878,36 +893,48 @@ class BasicApproxRadixTree {
     std::free(p);
     bytes_.fetch_sub(n, std::memory_order_relaxed);
   }
-  Node* new_node() noexcept {
-    void* p = alloc(sizeof(Node));
-    return p == nullptr ? nullptr : new (p) Node();
+  // kNil when out of memory.
+  std::uint32_t new_node() noexcept {
+    const std::uint32_t i = pool_.alloc(2);
+    if (i != kNil) new (pool_.at(i)) Node();
+    return i;
   }
-  Claim* new_claim() noexcept {
-    void* p = alloc(sizeof(Claim));
-    return p == nullptr ? nullptr : new (p) Claim();
+  std::uint32_t new_claim() noexcept {
+    const std::uint32_t i = pool_.alloc(1);
+    if (i != kNil) new (pool_.at(i)) Claim();
+    return i;
   }
-  void free_claim(Claim* c) noexcept {
-    if (c == nullptr) return;
-    c->~Claim();
-    dealloc(c, sizeof(Claim));
+  // A new leaf and its claim, side by side in memory when the slab has
+  // fresh room (the path's stamp reads the claim right after the node).
+  bool new_leaf(std::uint32_t& n, std::uint32_t& c) noexcept {
+    if (!pool_.alloc_pair(n, c)) return false;
+    new (pool_.at(n)) Node();
+    new (pool_.at(c)) Claim();
+    return true;
+  }
+  // Frees a claim that was never linked (no stats to undo).
+  void discard_claim(std::uint32_t c) noexcept {
+    if (c != kNil) pool_.release(c, 1);
+  }
+  void free_claim(std::uint32_t c) noexcept {
+    pool_.release(c, 1);
     claims_.fetch_sub(1, std::memory_order_relaxed);
   }
   // Frees a node that was never linked (no stats to undo).
-  void discard_node(Node* n) noexcept {
-    if (n == nullptr) return;
-    n->~Node();
-    dealloc(n, sizeof(Node));
+  void discard_node(std::uint32_t i) noexcept {
+    if (i != kNil) pool_.release(i, 2);
   }
   // Frees an unlinked node and its storage (its claims must be gone).
-  void free_node(Node* n) noexcept {
+  void free_node(std::uint32_t i) noexcept {
+    Node* n = node(i);
     KVROUTE_ASSERT(n->ntenant == 0, "radix tree: freeing a node with tenants");
     nodes_.fetch_sub(1, std::memory_order_relaxed);
     units_.fetch_sub(n->count, std::memory_order_relaxed);
     symbols_.fetch_sub(n->len, std::memory_order_relaxed);
     dealloc(n->frag, n->len * sizeof(Symbol));
-    dealloc(n->child_block, Node::child_block_bytes(n->cap_child));
+    dealloc(n->child_block, Node::child_block_bytes(n->cap_child()));
     free_tenant_block(*n);
-    discard_node(n);
+    pool_.release(i, 2);
   }
   Symbol* alloc_frag(std::size_t len) noexcept {
     return static_cast<Symbol*>(alloc(len * sizeof(Symbol)));
@@ -921,88 +948,87 @@ class BasicApproxRadixTree {
 
   // Makes room for `need` children. Requires n exclusively locked.
   bool reserve_children(Node& n, std::uint32_t need) noexcept {
-    if (n.cap_child >= need) return true;
-    const std::uint32_t cap = grown(n.cap_child, need);
+    if (n.cap_child() >= need) return true;
+    const std::uint32_t cap = grown(n.cap_child(), need);
     void* b = alloc(Node::child_block_bytes(cap));
     if (b == nullptr) return false;
     Node tmp;  // only to compute the new block's layout
     tmp.child_block = b;
-    tmp.cap_child = cap;
+    tmp.set_cap_child(cap);
     if (n.nchild > 0) {
       std::memcpy(tmp.keys(), n.keys(), n.nchild * sizeof(Key));
-      std::memcpy(tmp.kids(), n.kids(), n.nchild * sizeof(Node*));
+      std::memcpy(tmp.kids(), n.kids(), n.nchild * sizeof(std::uint32_t));
     }
-    dealloc(n.child_block, Node::child_block_bytes(n.cap_child));
+    dealloc(n.child_block, Node::child_block_bytes(n.cap_child()));
     n.child_block = b;
-    n.cap_child = cap;
+    n.set_cap_child(cap);
     return true;
   }
 
-  // A node's only tenant needs no block (cap 1, the claim kept inline);
-  // from the second on, a block of grown capacity.
+  // A node's only tenant needs no block (cap 1, kept inline); from the
+  // second on, a block of grown capacity.
   bool reserve_tenants(Node& n, std::uint32_t need) noexcept {
-    if (n.cap_tenant >= need) return true;
+    if (n.cap_tenant() >= need) return true;
     if (need <= 1) {
-      n.cap_tenant = 1;
+      n.set_cap_tenant(1);
       return true;
     }
-    const std::uint32_t cap = grown(std::max<std::uint32_t>(n.cap_tenant, 2), need);
+    const std::uint32_t cap = grown(std::max<std::uint32_t>(n.cap_tenant(), 2), need);
     void* b = alloc(Node::tenant_block_bytes(cap));
     if (b == nullptr) return false;
-    Node tmp;
-    tmp.tenant_block = static_cast<Claim*>(b);
-    tmp.cap_tenant = cap;
+    auto* ids = static_cast<std::uint32_t*>(b);
     if (n.ntenant > 0) {
-      std::memcpy(tmp.tenant_ids(), n.tenant_ids(), n.ntenant * sizeof(std::uint32_t));
-      std::memcpy(tmp.claims(), n.claims(), n.ntenant * sizeof(Claim*));
+      std::memcpy(ids, n.tenant_ids(), n.ntenant * sizeof(std::uint32_t));
+      std::memcpy(ids + cap, n.claims(), n.ntenant * sizeof(std::uint32_t));
     }
     free_tenant_block(n);
-    n.tenant_block = static_cast<Claim*>(b);
-    n.cap_tenant = cap;
+    n.tenants.block = b;
+    n.set_cap_tenant(cap);
     return true;
   }
 
-  // Frees n's tenant block, if it has one (not the inline single claim).
+  // Frees n's tenant block, if it has one (not the inline single entry).
   void free_tenant_block(Node& n) noexcept {
-    if (!n.tenants_inline()) dealloc(n.tenant_block, Node::tenant_block_bytes(n.cap_tenant));
+    if (!n.tenants_inline()) dealloc(n.tenants.block, Node::tenant_block_bytes(n.cap_tenant()));
   }
 
   // Requires capacity.
-  static void add_child(Node& n, Key k, Node* c) noexcept {
+  static void add_child(Node& n, Key k, std::uint32_t c) noexcept {
     const std::uint32_t i = n.child_slot(k);
     Key* keys = n.keys();
-    Node** kids = n.kids();
+    std::uint32_t* kids = n.kids();
     std::memmove(keys + i + 1, keys + i, (n.nchild - i) * sizeof(Key));
-    std::memmove(kids + i + 1, kids + i, (n.nchild - i) * sizeof(Node*));
+    std::memmove(kids + i + 1, kids + i, (n.nchild - i) * sizeof(std::uint32_t));
     keys[i] = k;
     kids[i] = c;
     ++n.nchild;
   }
 
-  static void remove_child(Node& n, const Node* c) noexcept {
-    const std::uint32_t i = n.child_slot(Traits::key(c->frag, c->len));
+  // c is the index of child node `cn`.
+  static void remove_child(Node& n, const Node& cn, [[maybe_unused]] std::uint32_t c) noexcept {
+    const std::uint32_t i = n.child_slot(Traits::key(cn.frag, cn.len));
     KVROUTE_ASSERT(i < n.nchild && n.kids()[i] == c, "radix tree: child not found");
     Key* keys = n.keys();
-    Node** kids = n.kids();
+    std::uint32_t* kids = n.kids();
     std::memmove(keys + i, keys + i + 1, (n.nchild - i - 1) * sizeof(Key));
-    std::memmove(kids + i, kids + i + 1, (n.nchild - i - 1) * sizeof(Node*));
+    std::memmove(kids + i, kids + i + 1, (n.nchild - i - 1) * sizeof(std::uint32_t));
     --n.nchild;
   }
 
   // Requires capacity and t absent.
-  static void add_tenant_entry(Node& n, TenantId t, Claim* c) noexcept {
-    c->tenant = t;
+  static void add_tenant_entry(Node& n, TenantId t, std::uint32_t c) noexcept {
     if (n.tenants_inline()) {
-      KVROUTE_ASSERT(n.ntenant == 0 && n.cap_tenant == 1, "radix tree: no room for a tenant");
-      n.tenant_block = c;
+      KVROUTE_ASSERT(n.ntenant == 0 && n.cap_tenant() == 1, "radix tree: no room for a tenant");
+      n.tenants.one.tenant = t;
+      n.tenants.one.claim = c;
       n.ntenant = 1;
       return;
     }
     const std::uint32_t i = n.tenant_slot(t);
     std::uint32_t* ids = n.tenant_ids();
-    Claim** cl = n.claims();
+    std::uint32_t* cl = n.claims();
     std::memmove(ids + i + 1, ids + i, (n.ntenant - i) * sizeof(std::uint32_t));
-    std::memmove(cl + i + 1, cl + i, (n.ntenant - i) * sizeof(Claim*));
+    std::memmove(cl + i + 1, cl + i, (n.ntenant - i) * sizeof(std::uint32_t));
     ids[i] = t;
     cl[i] = c;
     ++n.ntenant;
@@ -1012,14 +1038,14 @@ class BasicApproxRadixTree {
     const std::uint32_t i = n.tenant_slot(t);
     KVROUTE_ASSERT(i < n.ntenant && n.tenant_ids()[i] == t, "radix tree: tenant not found");
     if (n.tenants_inline()) {
-      n.tenant_block = nullptr;
+      n.tenants.one = {};
       n.ntenant = 0;
       return;
     }
     std::uint32_t* ids = n.tenant_ids();
-    Claim** cl = n.claims();
+    std::uint32_t* cl = n.claims();
     std::memmove(ids + i, ids + i + 1, (n.ntenant - i - 1) * sizeof(std::uint32_t));
-    std::memmove(cl + i, cl + i + 1, (n.ntenant - i - 1) * sizeof(Claim*));
+    std::memmove(cl + i, cl + i + 1, (n.ntenant - i - 1) * sizeof(std::uint32_t));
     --n.ntenant;
   }
 
@@ -1076,79 +1102,83 @@ class BasicApproxRadixTree {
     return fresh;
   }
 
-  // --- the LRU list (under the tenant's lru_mu) ----------------------------
+  // --- the LRU list (under the tenant's lru_mu; claims by index) -------------
 
-  static void list_unlink(TenantState& ts, Claim* c) noexcept {
-    if (c->prev != nullptr)
-      c->prev->next = c->next;
+  void list_unlink(TenantState& ts, std::uint32_t ci) const noexcept {
+    Claim* c = claim(ci);
+    if (c->prev != kNil)
+      claim(c->prev)->next = c->next;
     else
       ts.head = c->next;
-    if (c->next != nullptr)
-      c->next->prev = c->prev;
+    if (c->next != kNil)
+      claim(c->next)->prev = c->prev;
     else
       ts.tail = c->prev;
-    c->prev = c->next = nullptr;
+    c->prev = c->next = kNil;
   }
-  static void list_push_front(TenantState& ts, Claim* c) noexcept {
-    c->prev = nullptr;
+  void list_push_front(TenantState& ts, std::uint32_t ci) const noexcept {
+    Claim* c = claim(ci);
+    c->prev = kNil;
     c->next = ts.head;
-    if (ts.head != nullptr)
-      ts.head->prev = c;
+    if (ts.head != kNil)
+      claim(ts.head)->prev = ci;
     else
-      ts.tail = c;
-    ts.head = c;
+      ts.tail = ci;
+    ts.head = ci;
   }
-  static void list_insert_after(TenantState& ts, Claim* pos, Claim* c) noexcept {
+  void list_insert_after(TenantState& ts, std::uint32_t pos, std::uint32_t ci) const noexcept {
+    Claim* c = claim(ci);
+    Claim* p = claim(pos);
     c->prev = pos;
-    c->next = pos->next;
-    if (pos->next != nullptr)
-      pos->next->prev = c;
+    c->next = p->next;
+    if (p->next != kNil)
+      claim(p->next)->prev = ci;
     else
-      ts.tail = c;
-    pos->next = c;
+      ts.tail = ci;
+    p->next = ci;
   }
-  static void list_insert_before(TenantState& ts, Claim* pos, Claim* c) noexcept {
+  void list_insert_before(TenantState& ts, std::uint32_t pos, std::uint32_t ci) const noexcept {
+    Claim* c = claim(ci);
+    Claim* p = claim(pos);
     c->next = pos;
-    c->prev = pos->prev;
-    if (pos->prev != nullptr)
-      pos->prev->next = c;
+    c->prev = p->prev;
+    if (p->prev != kNil)
+      claim(p->prev)->next = ci;
     else
-      ts.head = c;
-    pos->prev = c;
+      ts.head = ci;
+    p->prev = ci;
   }
 
-  // Links a new claim directly behind its parent claim `c->up` (at the front
+  // Links a new claim directly behind its parent claim `up` (at the front
   // when the parent is the root's) with the parent's recency. The list stays
   // sorted by recency and every claim stays behind its ancestors.
-  static void link_below(TenantState& ts, Claim* c) noexcept {
-    Claim* up = c->up;
-    if (up->up == nullptr)
-      list_push_front(ts, c);
+  void link_below(TenantState& ts, std::uint32_t ci) const noexcept {
+    const std::uint32_t up = claim(ci)->up;
+    const Claim* u = claim(up);
+    if (u->up == kNil)
+      list_push_front(ts, ci);
     else
-      list_insert_after(ts, up, c);
-    c->recency.store(up->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      list_insert_after(ts, up, ci);
+    claim(ci)->recency.store(u->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 
-  // Stamps `c` and every ancestor claim with one fresh recency and moves them
-  // to the front, ancestors first. Returns the stamp. Every claim on the
-  // chain stays allocated while `c` does: only the list's tail (a leaf for
-  // the tenant) is ever removed, and the caller holds c's node locked.
-  std::uint64_t stamp_path(TenantState& ts, Claim* c) noexcept {
+  // Stamps claim `ci` and every ancestor claim with one fresh recency and
+  // moves them to the front, ancestors first. Returns the stamp. Every claim
+  // on the chain stays allocated while `ci` does: only the list's tail (a
+  // leaf for the tenant) is ever removed, and the caller holds ci's node
+  // locked.
+  std::uint64_t stamp_path(TenantState& ts, std::uint32_t ci) noexcept {
     const std::uint64_t e = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
-    for (Claim* p = c; p != nullptr; p = p->up) {
-      p->recency.store(e, std::memory_order_relaxed);
-      if (p->up != nullptr && ts.head != p) {
+    for (std::uint32_t p = ci; p != kNil;) {
+      Claim* c = claim(p);
+      c->recency.store(e, std::memory_order_relaxed);
+      if (c->up != kNil && ts.head != p) {
         list_unlink(ts, p);
         list_push_front(ts, p);
       }
+      p = c->up;
     }
     return e;
-  }
-
-  void unpin(TenantState& ts, Claim* pin) noexcept {
-    if (pin == nullptr) return;
-    std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
-    --pin->pins;
   }
 
   // --- comparison ----------------------------------------------------------
@@ -1172,22 +1202,22 @@ class BasicApproxRadixTree {
     const std::size_t n = seq.size();
     TenantState* ts = find_state(tenant);
     root_.lock.lock_shared();
-    Claim* xc = ts == nullptr ? nullptr : root_.find_claim(tenant);
-    Descent d{&root_, 0, 0, 0};
-    if (xc != nullptr) {
-      d = descend(text, n, [&](const Node& c) noexcept {
-        Claim* cc = c.find_claim(tenant);
-        if (cc == nullptr) return false;
+    std::uint32_t xc = ts == nullptr ? kNil : root_.find_claim(tenant);
+    Descent d{&root_, nullptr, kRoot, 0, 0, 0};
+    if (xc != kNil) {
+      d = descend<false>(text, n, [&](const Node& c) noexcept {
+        const std::uint32_t cc = c.find_claim(tenant);
+        if (cc == kNil) return false;
         xc = cc;
         return true;
       });
       r.found = true;
       if constexpr (Stamp) {
         std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-        r.previous_recency = xc->recency.load(std::memory_order_relaxed);
+        r.previous_recency = claim(xc)->recency.load(std::memory_order_relaxed);
         r.recency = stamp_path(*ts, xc);
       } else {
-        r.previous_recency = r.recency = xc->recency.load(std::memory_order_relaxed);
+        r.previous_recency = r.recency = claim(xc)->recency.load(std::memory_order_relaxed);
       }
     }
     d.node->lock.unlock_shared();
@@ -1197,36 +1227,57 @@ class BasicApproxRadixTree {
     return r;
   }
 
-  // --- the read-only descent (match, match_for_tenant, peek_for_tenant) ------
+  // --- the descent -----------------------------------------------------------
 
   struct Descent {
     Node* node;           // the deepest matched node, still locked shared
+    Node* parent;         // with KeepParent: its parent, locked shared (null at the root)
+    std::uint32_t index;  // node's index (kRoot for the root)
     std::size_t pos;      // symbols matched
     std::size_t matched;  // units matched
     std::size_t start;    // symbols before node's fragment
   };
 
+  void unlock_descent(const Descent& d) noexcept {
+    d.node->lock.unlock_shared();
+    if (d.parent != nullptr) d.parent->lock.unlock_shared();
+  }
+
   // Walks from the root, which the caller has locked shared, with lock
   // coupling, as far as the text agrees with the tree and `enter(child)`
   // (called with the child locked shared) allows. Stops inside a child
   // matched partially, else at the last node matched fully. Returns with the
-  // deepest node locked shared (no other).
-  template <class Enter>
+  // deepest node locked shared and, with KeepParent (for an insert that
+  // goes on from there), its parent too; no other.
+  template <bool KeepParent, class Enter>
   Descent descend(const Symbol* text, std::size_t n, Enter&& enter) noexcept {
     Node* x = &root_;
+    Node* parent = nullptr;
+    std::uint32_t xi = kRoot;
     std::size_t pos = 0;
     std::size_t matched = 0;
     std::size_t start = 0;
     while (pos < n) {
-      Node* c = x->find_child(Traits::key(text + pos, n - pos));
-      if (c == nullptr) break;
+      const std::uint32_t ci = x->find_child(Traits::key(text + pos, n - pos));
+      if (ci == kNil) break;
+      Node* c = node(ci);
       c->lock.lock_shared();
+      // The path's claims sit in their own slab: start loading the first
+      // one now, since a stamp of the path (match's chosen tenant, or
+      // match_and_insert's insert) walks them all.
+      if (c->ntenant > 0) prefetch_claim(c->claims()[0]);
       if (!enter(static_cast<const Node&>(*c))) {
         c->lock.unlock_shared();
         break;
       }
-      x->lock.unlock_shared();
+      if constexpr (KeepParent) {
+        if (parent != nullptr) parent->lock.unlock_shared();
+        parent = x;
+      } else {
+        x->lock.unlock_shared();
+      }
       x = c;
+      xi = ci;
       start = pos;
       const std::size_t k = common_units(*x, text + pos, n - pos);
       if (k == x->len) {
@@ -1238,7 +1289,7 @@ class BasicApproxRadixTree {
       pos += k;
       break;
     }
-    return {x, pos, matched, start};
+    return {x, parent, xi, pos, matched, start};
   }
 
   // --- insert ---------------------------------------------------------------
@@ -1250,32 +1301,27 @@ class BasicApproxRadixTree {
     dealloc(p.upper_frag, upper_len * sizeof(Symbol));
     dealloc(p.upper_children, Node::child_block_bytes(p.upper_child_cap));
     dealloc(p.upper_tenants, Node::tenant_block_bytes(p.upper_tenant_cap));
-    while (p.copies != nullptr) {
-      Claim* c = p.copies;
-      p.copies = c->next;
-      c->~Claim();
-      dealloc(c, sizeof(Claim));
+    while (p.copies != kNil) {
+      const std::uint32_t c = p.copies;
+      p.copies = claim(c)->next;
+      discard_claim(c);
     }
-    if (p.own != nullptr) {
-      p.own->~Claim();
-      dealloc(p.own, sizeof(Claim));
-    }
+    discard_claim(p.own);
     discard_node(p.leaf);
     dealloc(p.leaf_frag, leaf_len * sizeof(Symbol));
-    if (p.leaf_claim != nullptr) {
-      p.leaf_claim->~Claim();
-      dealloc(p.leaf_claim, sizeof(Claim));
-    }
+    discard_claim(p.leaf_claim);
     p = Prep{};
   }
 
-  // Splits x after its first k symbols (kc units), holding x exclusively: x
-  // keeps the first part, with a fresh claim for each of its tenants, and a
-  // new child `lower` takes the rest of the fragment, x's children and x's
-  // claims (so the claims below keep pointing at the right parent claims).
-  void split_node(Node& x, std::size_t k, std::size_t kc, Prep& p) noexcept {
-    Node* lo = p.lower;
-    p.lower = nullptr;
+  // Splits x (index xi) after its first k symbols (kc units), holding x
+  // exclusively: x keeps the first part, with a fresh claim for each of its
+  // tenants, and a new child `lower` takes the rest of the fragment, x's
+  // children and x's claims (so the claims below keep pointing at the right
+  // parent claims).
+  void split_node(Node& x, std::uint32_t xi, std::size_t k, std::size_t kc, Prep& p) noexcept {
+    const std::uint32_t loi = p.lower;
+    p.lower = kNil;
+    Node* lo = node(loi);
     lo->len = static_cast<std::uint32_t>(x.len - k);
     lo->count = static_cast<std::uint32_t>(x.count - kc);
     lo->frag = p.lower_frag;
@@ -1283,10 +1329,10 @@ class BasicApproxRadixTree {
     std::memcpy(lo->frag, x.frag + k, lo->len * sizeof(Symbol));
     lo->child_block = x.child_block;
     lo->nchild = x.nchild;
-    lo->cap_child = x.cap_child;
-    lo->tenant_block = x.tenant_block;
+    lo->child_cap_code = x.child_cap_code;
+    lo->tenants = x.tenants;
     lo->ntenant = x.ntenant;
-    lo->cap_tenant = x.cap_tenant;
+    lo->tenant_cap_code = x.tenant_cap_code;
 
     std::memcpy(p.upper_frag, x.frag, k * sizeof(Symbol));
     dealloc(x.frag, x.len * sizeof(Symbol));
@@ -1295,33 +1341,37 @@ class BasicApproxRadixTree {
     x.len = static_cast<std::uint32_t>(k);
     x.count = static_cast<std::uint32_t>(kc);
     x.child_block = p.upper_children;
-    x.cap_child = p.upper_child_cap;
+    x.set_cap_child(p.upper_child_cap);
     x.nchild = 0;
     p.upper_children = nullptr;
-    add_child(x, Traits::key(lo->frag, lo->len), lo);
-    x.tenant_block = static_cast<Claim*>(p.upper_tenants);  // null for an inline tenant
-    x.cap_tenant = p.upper_tenant_cap;
+    add_child(x, Traits::key(lo->frag, lo->len), loi);
+    if (p.upper_tenants != nullptr)
+      x.tenants.block = p.upper_tenants;
+    else
+      x.tenants.one = {};  // an inline tenant
+    x.set_cap_tenant(p.upper_tenant_cap);
     x.ntenant = 0;
     p.upper_tenants = nullptr;
     for (std::uint32_t i = 0; i < lo->ntenant; ++i) {
       const TenantId u = lo->tenant_ids()[i];
-      Claim* old = lo->claims()[i];
-      Claim* m = p.copies;
-      p.copies = m->next;
-      m->next = nullptr;
-      m->node = &x;
+      const std::uint32_t old = lo->claims()[i];
+      const std::uint32_t m = p.copies;
+      Claim* mc = claim(m);
+      p.copies = mc->next;
+      mc->next = kNil;
+      mc->node = xi;
       add_tenant_entry(x, u, m);  // in id order: appends
       TenantState* ts = find_state(u);
       std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-      old->node = lo;
-      m->up = old->up;
-      old->up = m;
+      Claim* oc = claim(old);
+      oc->node = loi;
+      mc->up = oc->up;
+      oc->up = m;
       list_insert_before(*ts, old, m);
-      m->recency.store(old->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      mc->recency.store(oc->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
       ts->listed.fetch_add(1, std::memory_order_relaxed);
     }
     claims_.fetch_add(lo->ntenant, std::memory_order_relaxed);
-    ++x.version;
     nodes_.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -1336,90 +1386,94 @@ class BasicApproxRadixTree {
     });
   }
 
-  // One attempt at an insert; kRestart when it met a concurrent eviction.
   Step insert_once(const Symbol* text, std::size_t n, TenantState& ts, InsertResult& r) noexcept {
     const TenantId t = ts.id;
     Node* x = &root_;
     bool excl = false;
     x->lock.lock_shared();
-    Claim* xc = x->find_claim(t);
-    if (xc == nullptr) {
+    std::uint32_t xc = x->find_claim(t);
+    if (xc == kNil) {
       x->lock.unlock_shared();
       x->lock.lock();
       excl = true;
       xc = x->find_claim(t);
-      if (xc == nullptr) {
-        Claim* c = new_claim();
-        if (c == nullptr || !reserve_tenants(*x, x->ntenant + 1)) {
-          if (c != nullptr) {
-            c->~Claim();
-            dealloc(c, sizeof(Claim));
-          }
-          x->lock.unlock();
-          return Step::kOutOfMemory;
-        }
-        c->node = x;
-        add_tenant_entry(*x, t, c);
-        claims_.fetch_add(1, std::memory_order_relaxed);
-        ts.registered.store(true, std::memory_order_relaxed);
-        registered_.fetch_add(1, std::memory_order_relaxed);
-        xc = c;
+      if (xc == kNil) xc = register_at_root(ts);
+      if (xc == kNil) {
+        x->lock.unlock();
+        return Step::kOutOfMemory;
       }
     }
-    return insert_from(x, excl, xc, 0, text, n, ts, r);
+    return insert_from(nullptr, x, kRoot, excl, xc, 0, text, n, ts, r);
   }
 
-  // The insert from node x on: x is locked (exclusively iff excl), its
-  // fragment starts at text[pos], and xc is t's claim on x. Releases x.
-  Step insert_from(Node* x, bool excl, Claim* xc, std::size_t pos, const Symbol* text,
-                   std::size_t n, TenantState& ts, InsertResult& r) noexcept {
+  // Adds ts's tenant at the root; its claim, or kNil when out of memory.
+  // Requires the root exclusively locked and the tenant absent there.
+  std::uint32_t register_at_root(TenantState& ts) noexcept {
+    const std::uint32_t c = new_claim();
+    if (c == kNil || !reserve_tenants(root_, root_.ntenant + 1)) {
+      discard_claim(c);
+      return kNil;
+    }
+    claim(c)->node = kRoot;
+    add_tenant_entry(root_, ts.id, c);
+    claims_.fetch_add(1, std::memory_order_relaxed);
+    ts.registered.store(true, std::memory_order_relaxed);
+    registered_.fetch_add(1, std::memory_order_relaxed);
+    return c;
+  }
+
+  // The insert from node x (index xi) on. x is locked (exclusively iff
+  // excl) and so is its parent, shared (null when x is the root); x's
+  // fragment starts at text[pos], and xc is t's claim on x. Releases both.
+  //
+  // Holding the parent is what keeps x linked and allocated while x's lock
+  // is upgraded (released shared, taken exclusively): unlinking x needs the
+  // parent exclusively. For the same reason t's claim on the parent, which a
+  // new claim on x hangs below, cannot be evicted or moved meanwhile.
+  Step insert_from(Node* parent, Node* x, std::uint32_t xi, bool excl, std::uint32_t xc,
+                   std::size_t pos, const Symbol* text, std::size_t n, TenantState& ts,
+                   InsertResult& r) noexcept {
     const TenantId t = ts.id;
-    // Loop state: x is locked (exclusively iff excl); its fragment starts at
-    // text[pos]; xc is t's claim on x, or null, and then `pin` is t's claim
-    // on x's parent, pinned so that eviction leaves it until xc exists.
-    Claim* pin = nullptr;
-    bool k_known = false;
-    std::uint32_t k_version = 0;
-    std::size_t k = 0;
+    // Loop state: as above; when xc is kNil, pc is t's claim on the parent.
+    std::uint32_t pc = kNil;
+    std::size_t k = common_units(*x, text + pos, n - pos);
+    auto release = [&]() noexcept {
+      if (excl)
+        x->lock.unlock();
+      else
+        x->lock.unlock_shared();
+      if (parent != nullptr) parent->lock.unlock_shared();
+    };
     for (;;) {
-      if (!k_known || k_version != x->version) {
-        k = common_units(*x, text + pos, n - pos);
-        k_known = true;
-        k_version = x->version;
-      }
       const bool split = k < x->len;
       const std::size_t after = pos + k;
-      Node* child = nullptr;
+      std::uint32_t child = kNil;
       if (!split && after < n) child = x->find_child(Traits::key(text + after, n - after));
-      const bool need_claim = xc == nullptr;
-      const bool need_leaf = after < n && child == nullptr;
+      const bool need_claim = xc == kNil;
+      const bool need_leaf = after < n && child == kNil;
 
       if (split || need_claim || need_leaf) {
         if (!excl) {
-          // Upgrade. The pin keeps x's memory alive if an eviction unlinks
-          // it while we hold nothing.
-          x->pins.fetch_add(1, std::memory_order_relaxed);
           x->lock.unlock_shared();
           x->lock.lock();
           excl = true;
-          const std::uint32_t left = x->pins.fetch_sub(1, std::memory_order_relaxed) - 1;
-          if (x->dead) {
-            x->lock.unlock();
-            if (left == 0) free_node(x);
-            unpin(ts, pin);
-            return Step::kRestart;
-          }
-          Claim* now = x->find_claim(t);
-          if (xc != nullptr) {
-            if (now == nullptr) {  // evicted meanwhile: the path above may be gone
-              x->lock.unlock();
-              return Step::kRestart;
+          // Another insert may have split x meanwhile: x then keeps a
+          // prefix of its fragment (its common part with the text is the
+          // shorter of the two), and fresh copies of its claims.
+          k = std::min<std::size_t>(k, x->len);
+          const std::uint32_t now = x->find_claim(t);
+          if (now != kNil) {
+            xc = now;  // the upper copy, or another insert of t added it
+          } else if (xc != kNil) {
+            // Only at the root, which has no parent to hold: remove_tenant
+            // took t off the tree while the lock was released. Register t
+            // again (what the insert would have done had it come after).
+            KVROUTE_ASSERT(x == &root_, "radix tree: a held claim was evicted");
+            xc = register_at_root(ts);
+            if (xc == kNil) {
+              release();
+              return Step::kOutOfMemory;
             }
-            xc = now;                   // the same claim, or its copy if x was split meanwhile
-          } else if (now != nullptr) {  // another insert of t added it
-            xc = now;
-            unpin(ts, pin);
-            pin = nullptr;
           }
           continue;  // re-decide under the exclusive lock
         }
@@ -1435,70 +1489,69 @@ class BasicApproxRadixTree {
           p.upper_frag = alloc_frag(k);
           p.upper_child_cap = need_leaf ? 2 : 1;
           p.upper_children = alloc(Node::child_block_bytes(p.upper_child_cap));
-          p.upper_tenant_cap = x->ntenant + (need_claim ? 1 : 0);
+          p.upper_tenant_cap = std::bit_ceil(x->ntenant + (need_claim ? 1u : 0u));
           const std::size_t tb = Node::tenant_block_bytes(p.upper_tenant_cap);
           if (tb > 0) p.upper_tenants = alloc(tb);
-          ok = p.lower && p.lower_frag && p.upper_frag && p.upper_children &&
+          ok = p.lower != kNil && p.lower_frag && p.upper_frag && p.upper_children &&
                (tb == 0 || p.upper_tenants);
           for (std::uint32_t i = 0; ok && i < x->ntenant; ++i) {
-            Claim* c = new_claim();
-            if (c == nullptr) {
+            const std::uint32_t c = new_claim();
+            if (c == kNil) {
               ok = false;
               break;
             }
-            c->next = p.copies;
+            claim(c)->next = p.copies;
             p.copies = c;
           }
         } else {
           if (need_claim) ok = reserve_tenants(*x, x->ntenant + 1);
           if (ok && need_leaf) ok = reserve_children(*x, x->nchild + 1);
         }
-        if (ok && need_claim) ok = (p.own = new_claim()) != nullptr;
+        if (ok && need_claim) ok = (p.own = new_claim()) != kNil;
         if (ok && need_leaf) {
-          p.leaf = new_node();
+          ok = new_leaf(p.leaf, p.leaf_claim);
           p.leaf_frag = alloc_frag(leaf_len);
-          p.leaf_claim = new_claim();
-          ok = p.leaf && p.leaf_frag && p.leaf_claim;
+          ok = ok && p.leaf_frag;
         }
         if (!ok) {
           release_prep(p, split ? x->len - k : 0, split ? k : 0, leaf_len);
-          x->lock.unlock();
-          unpin(ts, pin);
+          release();
           return Step::kOutOfMemory;
         }
 
         if (split) {
-          split_node(*x, k, kc, p);
-          if (xc != nullptr) xc = x->find_claim(t);  // the upper copy
-          k_version = x->version;                    // k == x->len now
+          split_node(*x, xi, k, kc, p);
+          if (xc != kNil) xc = x->find_claim(t);  // the upper copy
         }
         if (need_claim) {
-          Claim* c = p.own;
-          p.own = nullptr;
-          c->node = x;
-          c->up = pin;
+          const std::uint32_t c = p.own;
+          p.own = kNil;
+          Claim* cc = claim(c);
+          cc->node = xi;
+          cc->up = pc;
           add_tenant_entry(*x, t, c);
           claims_.fetch_add(1, std::memory_order_relaxed);
           std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
           link_below(ts, c);  // stamped with the whole path at the end
-          --pin->pins;
           ts.size.fetch_add(x->count, std::memory_order_relaxed);
           ts.listed.fetch_add(1, std::memory_order_relaxed);
           xc = c;
-          pin = nullptr;
+          pc = kNil;
         }
         if (need_leaf) {
-          Node* leaf = p.leaf;
+          const std::uint32_t li = p.leaf;
+          Node* leaf = node(li);
           leaf->len = static_cast<std::uint32_t>(leaf_len);
           leaf->count = static_cast<std::uint32_t>(Traits::count(text + after, leaf_len));
           leaf->frag = p.leaf_frag;
           std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
-          leaf->cap_tenant = 1;  // its one tenant inline: no block
-          Claim* lc = p.leaf_claim;
-          lc->node = leaf;
-          lc->up = xc;
+          leaf->set_cap_tenant(1);  // its one tenant inline: no block
+          const std::uint32_t lc = p.leaf_claim;
+          Claim* lcc = claim(lc);
+          lcc->node = li;
+          lcc->up = xc;
           add_tenant_entry(*leaf, t, lc);
-          add_child(*x, Traits::key(leaf->frag, leaf->len), leaf);
+          add_child(*x, Traits::key(leaf->frag, leaf->len), li);
           nodes_.fetch_add(1, std::memory_order_relaxed);
           units_.fetch_add(leaf->count, std::memory_order_relaxed);
           symbols_.fetch_add(leaf->len, std::memory_order_relaxed);
@@ -1510,7 +1563,7 @@ class BasicApproxRadixTree {
             ts.listed.fetch_add(1, std::memory_order_relaxed);
             r.recency = stamp_path(ts, lc);
           }
-          x->lock.unlock();
+          release();
           return Step::kDone;
         }
         continue;  // x now needs nothing more; descend or finish
@@ -1521,30 +1574,28 @@ class BasicApproxRadixTree {
           std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
           r.recency = stamp_path(ts, xc);
         }
-        if (excl)
-          x->lock.unlock();
-        else
-          x->lock.unlock_shared();
+        release();
         return Step::kDone;
       }
 
-      // Descend into `child`, holding x until child is locked.
+      // Descend into `child`: x becomes the parent, held shared; the old
+      // parent is released once the child is locked.
       if (excl) {
         x->lock.downgrade();
         excl = false;
       }
-      child->lock.lock_shared();
-      Claim* cc = child->find_claim(t);
-      if (cc == nullptr) {
-        std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
-        ++xc->pins;
-      }
-      x->lock.unlock_shared();
-      pin = cc == nullptr ? xc : nullptr;
+      Node* c = node(child);
+      c->lock.lock_shared();
+      if (parent != nullptr) parent->lock.unlock_shared();
+      const std::uint32_t cc = c->find_claim(t);
+      if (cc != kNil) prefetch_claim(cc);  // stamp_path walks it at the end
+      pc = cc == kNil ? xc : kNil;
       xc = cc;
-      x = child;
+      parent = x;
+      x = c;
+      xi = child;
       pos = after;
-      k_known = false;
+      k = common_units(*x, text + pos, n - pos);
     }
   }
 
@@ -1553,33 +1604,32 @@ class BasicApproxRadixTree {
   // Removes t's least recent claims while `more(ts, tail)` holds. Requires
   // ts.maint_mu. Each step locks the tail claim's parent node and node
   // exclusively (in that order), re-checks under the LRU mutex that nothing
-  // moved, removes the claim, and unlinks the node if no tenant holds it.
+  // moved, removes the claim, and unlinks and frees the node if no tenant
+  // holds it. No insert is inside the node or upgrading its lock then: an
+  // insert in a node holds its parent shared.
   template <class More>
   EvictResult evict_loop(TenantState& ts, More more) noexcept {
     EvictResult r;
     int failures = 0;
     while (failures < kMaxEvictFailures) {
-      Claim* c;
-      Claim* up;
-      Node* nd;
-      Node* parent;
+      std::uint32_t ci;
+      std::uint32_t up;
+      std::uint32_t ndi;
+      std::uint32_t pi;
       {
         std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
-        c = ts.tail;
-        if (c == nullptr || !more(ts, *c)) break;
+        ci = ts.tail;
+        if (ci == kNil || !more(ts, *claim(ci))) break;
+        const Claim* c = claim(ci);
         up = c->up;
-        nd = static_cast<Node*>(c->node);
-        parent = static_cast<Node*>(up->node);
-        if (c->pins != 0) c = nullptr;
+        ndi = c->node;
+        pi = claim(up)->node;
       }
       ++r.visited;
-      if (c == nullptr) {  // an insert is about to hang a child below it
-        ++failures;
-        std::this_thread::yield();
-        continue;
-      }
       // Both nodes stay allocated: each holds a claim of t, and only this
       // thread (holding maint_mu) removes t's claims.
+      Node* parent = node_or_root(pi);
+      Node* nd = node(ndi);
       parent->lock.lock();
       nd->lock.lock();
       std::size_t units = 0;
@@ -1587,10 +1637,11 @@ class BasicApproxRadixTree {
       bool stop = false;
       {
         std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
-        moved = ts.tail != c || c->node != nd || c->up != up || up->node != parent || c->pins != 0;
+        const Claim* c = claim(ci);
+        moved = ts.tail != ci || c->node != ndi || c->up != up || claim(up)->node != pi;
         if (!moved && !more(ts, *c)) stop = true;
         if (!moved && !stop) {
-          list_unlink(ts, c);
+          list_unlink(ts, ci);
           units = nd->count;
           ts.size.fetch_sub(units, std::memory_order_relaxed);
           ts.listed.fetch_sub(1, std::memory_order_relaxed);
@@ -1604,17 +1655,15 @@ class BasicApproxRadixTree {
         continue;
       }
       remove_tenant_entry(*nd, ts.id);
-      free_claim(c);
-      bool free_now = false;
-      if (nd->ntenant == 0 && nd->nchild == 0) {
-        remove_child(*parent, nd);
-        nd->dead = true;
-        free_now = nd->pins.load(std::memory_order_relaxed) == 0;
+      free_claim(ci);
+      const bool unlink = nd->ntenant == 0 && nd->nchild == 0;
+      if (unlink) {
+        remove_child(*parent, *nd, ndi);
         ++r.nodes;
       }
       nd->lock.unlock();
       parent->lock.unlock();
-      if (free_now) free_node(nd);
+      if (unlink) free_node(ndi);
       ++r.claims;
       r.units += units;
     }
@@ -1625,8 +1674,8 @@ class BasicApproxRadixTree {
   // --- debug ------------------------------------------------------------------
 
   template <class N, class V>
-  static void push_children(N& n, V& stack) {
-    for (std::uint32_t i = 0; i < n.nchild; ++i) stack.push_back(n.kids()[i]);
+  void push_children(N& n, V& stack) const {
+    for (std::uint32_t i = 0; i < n.nchild; ++i) stack.push_back(node(n.kids()[i]));
   }
 
   std::string check() const {
@@ -1635,64 +1684,64 @@ class BasicApproxRadixTree {
     struct Item {
       const Node* node;
       const Node* parent;
+      std::uint32_t index;
     };
     std::vector<Item> stack;
-    stack.push_back({&root_, nullptr});
+    stack.push_back({&root_, nullptr, kRoot});
     std::vector<TenantSize> sizes;
     while (!stack.empty()) {
       const Item it = stack.back();
       stack.pop_back();
       const Node* n = it.node;
       const Node* p = it.parent;
-      if (n->dead) return fail("a linked node is marked dead");
-      if (n->pins.load() != 0) return fail("a node is pinned at rest");
       if (p != nullptr) {
         ++nodes;
-        bytes += sizeof(Node);
         if (n->len == 0) return fail("a non-root node has an empty fragment");
         if (n->ntenant == 0) return fail("a non-root node has no tenant");
         if (n->count != Traits::count(n->frag, n->len)) return fail("a node's unit count is stale");
-        if (p->find_child(Traits::key(n->frag, n->len)) != n) {
+        if (p->find_child(Traits::key(n->frag, n->len)) != it.index) {
           return fail("a child is not under the key of its first unit");
         }
       }
+      if (n->nchild > n->cap_child()) return fail("more children than capacity");
+      if (n->ntenant > n->cap_tenant()) return fail("more tenants than capacity");
       units += n->count;
       symbols += n->len;
       bytes += n->len * sizeof(Symbol);
-      if (n->child_block != nullptr) bytes += Node::child_block_bytes(n->cap_child);
-      if (n->tenant_block != nullptr) bytes += Node::tenant_block_bytes(n->cap_tenant);
+      if (n->child_block != nullptr) bytes += Node::child_block_bytes(n->cap_child());
+      bytes += Node::tenant_block_bytes(n->cap_tenant());
       for (std::uint32_t i = 1; i < n->nchild; ++i) {
         if (!(n->keys()[i - 1] < n->keys()[i])) return fail("child keys are not sorted");
       }
       for (std::uint32_t i = 0; i < n->ntenant; ++i) {
         const TenantId t = n->tenant_ids()[i];
-        const Claim* c = n->claims()[i];
+        const Claim* c = claim(n->claims()[i]);
         ++claims;
-        bytes += sizeof(Claim);
         if (i > 0 && !(n->tenant_ids()[i - 1] < t)) return fail("tenant ids are not sorted");
-        if (c->node != n) return fail("a claim names another node");
-        if (c->pins != 0) return fail("a claim is pinned at rest");
+        if (c->node != it.index) return fail("a claim names another node");
         if (p == nullptr) {
-          if (c->up != nullptr) return fail("a root claim has a parent claim");
+          if (c->up != kNil) return fail("a root claim has a parent claim");
           continue;
         }
-        const Claim* pc = p->find_claim(t);
-        if (pc == nullptr) return fail("a tenant holds a node but not its parent");
+        const std::uint32_t pc = p->find_claim(t);
+        if (pc == kNil) return fail("a tenant holds a node but not its parent");
         if (c->up != pc) return fail("a claim's parent claim is not on the parent node");
-        if (c->recency.load() > pc->recency.load())
+        if (c->recency.load() > claim(pc)->recency.load())
           return fail("a node is more recent than its parent");
         auto s = std::lower_bound(sizes.begin(), sizes.end(), t,
                                   [](const TenantSize& a, TenantId v) { return a.tenant < v; });
         if (s == sizes.end() || s->tenant != t) s = sizes.insert(s, {t, 0});
         s->size += n->count;
       }
-      for (std::uint32_t i = 0; i < n->nchild; ++i) stack.push_back({n->kids()[i], n});
+      for (std::uint32_t i = 0; i < n->nchild; ++i) {
+        stack.push_back({node(n->kids()[i]), n, n->kids()[i]});
+      }
     }
     // Tenants: registered iff at the root; sizes and lists consistent.
     std::size_t registered = 0;
     for (const TenantState* ts = registry_.load(); ts != nullptr; ts = ts->next_state) {
       bytes += sizeof(TenantState);
-      const bool at_root = root_.find_claim(ts->id) != nullptr;
+      const bool at_root = root_.find_claim(ts->id) != kNil;
       if (at_root != ts->registered.load()) return fail("registered flag disagrees with the root");
       if (at_root) ++registered;
       std::size_t expect = 0;
@@ -1705,21 +1754,25 @@ class BasicApproxRadixTree {
                     std::to_string(ts->size.load()) + " but recount " + std::to_string(expect));
       }
       std::size_t listed = 0;
-      const Claim* prev = nullptr;
-      for (const Claim* c = ts->head; c != nullptr; prev = c, c = c->next) {
+      std::uint32_t prev = kNil;
+      for (std::uint32_t ci = ts->head; ci != kNil; prev = ci, ci = claim(ci)->next) {
+        const Claim* c = claim(ci);
         ++listed;
+        if (listed > claims) return fail("an LRU list has a cycle");
         if (c->prev != prev) return fail("LRU list links are broken");
-        if (c->up == nullptr) return fail("a root claim is listed");
-        if (prev != nullptr && prev->recency.load() < c->recency.load()) {
+        if (c->up == kNil) return fail("a root claim is listed");
+        if (prev != kNil && claim(prev)->recency.load() < c->recency.load()) {
           return fail("LRU list is not ordered by recency");
         }
-        if (static_cast<const Node*>(c->node)->find_claim(ts->id) != c) {
+        if (node_or_root(c->node)->find_claim(ts->id) != ci) {
           return fail("a listed claim is not on its node");
         }
         // Ancestors are ahead: the parent claim must be found before c.
-        if (c->up->up != nullptr) {
+        if (claim(c->up)->up != kNil) {
           bool ahead = false;
-          for (const Claim* q = c->prev; q != nullptr && !ahead; q = q->prev) ahead = q == c->up;
+          for (std::uint32_t q = c->prev; q != kNil && !ahead; q = claim(q)->prev) {
+            ahead = q == c->up;
+          }
           if (!ahead) return fail("a claim is ahead of its parent claim in the LRU list");
         }
       }
@@ -1733,9 +1786,11 @@ class BasicApproxRadixTree {
     }
     if (listed_total + root_.ntenant != claims) return fail("claims in nodes != claims listed");
     if (nodes != nodes_.load()) return fail("node count is wrong");
+
     if (units != units_.load()) return fail("unit count is wrong");
     if (symbols != symbols_.load()) return fail("symbol count is wrong");
     if (claims != claims_.load()) return fail("claim count is wrong");
+    if (2 * nodes + claims != pool_.live()) return fail("units in the slab != nodes and claims");
     for (const auto& top : top_) {
       const TenantMid* mid = top.load();
       if (mid == nullptr) continue;
@@ -1751,20 +1806,20 @@ class BasicApproxRadixTree {
     return {};
   }
 
+  // The slabs free their chunks themselves (nodes and claims are trivially
+  // destructible); this frees what nodes own outside them.
   void destroy() noexcept {
     std::vector<Node*> stack;
-    for (std::uint32_t i = 0; i < root_.nchild; ++i) stack.push_back(root_.kids()[i]);
-    for (std::uint32_t i = 0; i < root_.ntenant; ++i) free_claim(root_.claims()[i]);
-    root_.ntenant = 0;
-    dealloc(root_.child_block, Node::child_block_bytes(root_.cap_child));
+    push_children(root_, stack);
+    dealloc(root_.child_block, Node::child_block_bytes(root_.cap_child()));
     free_tenant_block(root_);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
-      for (std::uint32_t i = 0; i < n->nchild; ++i) stack.push_back(n->kids()[i]);
-      for (std::uint32_t i = 0; i < n->ntenant; ++i) free_claim(n->claims()[i]);
-      n->ntenant = 0;
-      free_node(n);
+      push_children(*n, stack);
+      dealloc(n->frag, n->len * sizeof(Symbol));
+      dealloc(n->child_block, Node::child_block_bytes(n->cap_child()));
+      free_tenant_block(*n);
     }
     TenantState* ts = registry_.load();
     while (ts != nullptr) {
@@ -1790,16 +1845,18 @@ class BasicApproxRadixTree {
 
   const std::size_t budget_;
   Node root_;
+  // Every non-root node and every claim (destroyed after destroy() has
+  // freed what the nodes own outside them).
+  detail::RadixSlab pool_;
   std::atomic<TenantMid*> top_[256] = {};
   std::atomic<TenantState*> registry_{nullptr};
   std::atomic<std::uint64_t> clock_{0};
-  std::atomic<std::size_t> bytes_{0};
+  std::atomic<std::size_t> bytes_{0};  // malloc'ed bytes; the slabs count their own
   std::atomic<std::size_t> nodes_{0};  // non-root
   std::atomic<std::size_t> units_{0};
   std::atomic<std::size_t> symbols_{0};
   std::atomic<std::size_t> claims_{0};
   std::atomic<std::size_t> registered_{0};
-  std::atomic<std::size_t> restarts_{0};
   std::atomic<std::size_t> removed_units_{0};
 };
 

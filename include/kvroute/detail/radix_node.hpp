@@ -16,10 +16,11 @@
 //     children keyed by the first unit of their fragment, and a sorted array
 //     of (tenant id, claim). No hash map and no per-character node.
 //
-// Layout (64-bit): a node is 64 bytes plus its fragment, plus one block of
-// (key, child pointer) pairs and, when more than one tenant holds it, one
-// block of (tenant id, claim pointer) pairs; a claim is 48 bytes. The
-// blocks and fragments are allocated by the tree, which counts every byte.
+// Layout (64-bit): a node is 48 bytes plus its fragment, plus one block of
+// (key, child index) pairs and, when more than one tenant holds it, one
+// block of (tenant id, claim index) pairs; a claim is 24 bytes. Nodes and
+// claims live in the tree's slab (detail/slab.hpp); the blocks and
+// fragments are allocated by the tree, which counts every byte.
 //
 // Thread safety: none here; RadixNode::lock and the tree's per-tenant mutexes
 // guard the fields as documented in radix_tree.hpp.
@@ -41,6 +42,7 @@
 
 #include "kvroute/config.hpp"
 #include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/slab.hpp"
 #include "kvroute/detail/utf8.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -152,81 +154,91 @@ inline std::size_t common_prefix_bytes(const void* a, const void* b, std::size_t
   return i;
 }
 
+// Node and claim links are 32-bit indices into the tree's slab
+// (detail/slab.hpp); kNilIndex is the null link and kRootIndex names the
+// root, which is a member of the tree, not a slab object.
+inline constexpr std::uint32_t kRootIndex = 0xFFFFFFFEu;
+
 // "Tenant t holds node n": one per (node, tenant). The tree keeps one LRU
 // list per tenant through prev/next, ordered by recency, with a claim always
 // ahead of the claims on its node's descendants; `up` is the same tenant's
-// claim on the parent node (null on the root, whose claims are not listed).
+// claim on the parent node (kNilIndex on the root, whose claims are not
+// listed).
 //
-// Guarded by the tenant's LRU mutex: node, up, prev, next, pins and writes of
+// Guarded by the tenant's LRU mutex: node, up, prev, next and writes of
 // recency. recency may be read without it (the tenant choice reads it).
 struct RadixClaim {
-  void* node = nullptr;
-  RadixClaim* up = nullptr;
-  RadixClaim* prev = nullptr;  // toward the most recent
-  RadixClaim* next = nullptr;  // toward the least recent
+  std::uint32_t node = kNilIndex;
+  std::uint32_t up = kNilIndex;
+  std::uint32_t prev = kNilIndex;  // toward the most recent
+  std::uint32_t next = kNilIndex;  // toward the least recent
   std::atomic<std::uint64_t> recency{0};
-  // Inserts in flight that are about to hang a child claim below this one;
-  // eviction leaves a pinned claim alone.
-  std::uint32_t pins = 0;
-  // The tenant holding the node; set before the claim is linked, then
-  // fixed. A node's only claim is kept without a tenant block, and this is
-  // then its tenant id entry (RadixNode::tenant_ids).
-  std::uint32_t tenant = 0;
 };
+
+// The tree's slab: a claim is one unit, a node two.
+using RadixSlab = UnitSlab<sizeof(RadixClaim)>;
 
 template <class Symbol>
 struct RadixNode {
   using Traits = RadixSymbolTraits<Symbol>;
   using Key = typename Traits::Key;
 
-  // Guards every field below except `pins`.
+  // Guards every field below.
   RwLock lock;
-  // Threads between releasing a shared hold and taking the exclusive one;
-  // a node unlinked meanwhile is freed by the last of them.
-  std::atomic<std::uint32_t> pins{0};
-  std::uint32_t len = 0;      // fragment length in symbols
-  std::uint32_t count = 0;    // fragment length in units
-  std::uint32_t version = 0;  // bumped when the fragment is split
+  std::uint32_t len = 0;    // fragment length in symbols
+  std::uint32_t count = 0;  // fragment length in units
   std::uint32_t nchild = 0;
-  std::uint32_t cap_child = 0;
   std::uint32_t ntenant = 0;
-  std::uint32_t cap_tenant = 0;
-  bool dead = false;  // unlinked; see `pins`
+  // Capacities, each 0 or a power of two, stored as 0 or log2 + 1.
+  std::uint8_t child_cap_code = 0;
+  std::uint8_t tenant_cap_code = 0;
   Symbol* frag = nullptr;
-  void* child_block = nullptr;  // Key[cap_child], then RadixNode*[cap_child]
-  // cap_tenant <= 1 (most nodes: one tenant): the one claim itself, or
-  // null, with no block; its id is the claim's `tenant`. Otherwise a block:
-  // uint32_t[cap_tenant], then RadixClaim*[cap_tenant].
-  RadixClaim* tenant_block = nullptr;
+  void* child_block = nullptr;  // Key[cap_child()], then node index[cap_child()]
+  // Tenant capacity <= 1 (most nodes: one tenant): the one entry inline,
+  // no block. Otherwise a block: tenant id[cap], then claim index[cap].
+  union Tenants {
+    void* block;
+    struct One {
+      std::uint32_t tenant;
+      std::uint32_t claim;
+    } one;
+  } tenants{nullptr};
 
-  static constexpr std::size_t align8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
+  static constexpr std::uint8_t cap_code(std::uint32_t cap) noexcept {
+    return cap == 0 ? 0 : static_cast<std::uint8_t>(std::countr_zero(cap) + 1);
+  }
+  static constexpr std::uint32_t cap_of(std::uint8_t code) noexcept {
+    return code == 0 ? 0 : 1u << (code - 1);
+  }
+  std::uint32_t cap_child() const noexcept { return cap_of(child_cap_code); }
+  std::uint32_t cap_tenant() const noexcept { return cap_of(tenant_cap_code); }
+  // Requires a power of two (or 0).
+  void set_cap_child(std::uint32_t cap) noexcept { child_cap_code = cap_code(cap); }
+  void set_cap_tenant(std::uint32_t cap) noexcept { tenant_cap_code = cap_code(cap); }
+
+  static constexpr std::size_t align4(std::size_t n) noexcept { return (n + 3) & ~std::size_t{3}; }
   static constexpr std::size_t child_block_bytes(std::uint32_t cap) noexcept {
-    // Arrays of pointers, sized as such.
-    return align8(cap * sizeof(Key)) +
-           cap * sizeof(RadixNode*);  // NOLINT(bugprone-sizeof-expression)
+    return align4(cap * sizeof(Key)) + cap * sizeof(std::uint32_t);
   }
   // 0 for the inline single tenant (cap <= 1): no block.
   static constexpr std::size_t tenant_block_bytes(std::uint32_t cap) noexcept {
-    return cap <= 1 ? 0
-                    : align8(cap * sizeof(std::uint32_t)) +
-                          cap * sizeof(RadixClaim*);  // NOLINT(bugprone-sizeof-expression)
+    return cap <= 1 ? 0 : std::size_t{cap} * 2 * sizeof(std::uint32_t);
   }
-  bool tenants_inline() const noexcept { return cap_tenant <= 1; }
+  bool tenants_inline() const noexcept { return tenant_cap_code <= 1; }
 
   Key* keys() const noexcept { return static_cast<Key*>(child_block); }
-  RadixNode** kids() const noexcept {
-    return reinterpret_cast<RadixNode**>(static_cast<char*>(child_block) +
-                                         align8(cap_child * sizeof(Key)));
+  std::uint32_t* kids() const noexcept {
+    return reinterpret_cast<std::uint32_t*>(static_cast<char*>(child_block) +
+                                            align4(cap_child() * sizeof(Key)));
   }
-  // Arrays of ntenant entries (null when there are none and no block).
+  // Arrays of ntenant entries (the inline pair's fields for one tenant).
   std::uint32_t* tenant_ids() const noexcept {
-    if (tenants_inline()) return tenant_block == nullptr ? nullptr : &tenant_block->tenant;
-    return reinterpret_cast<std::uint32_t*>(tenant_block);
+    if (tenants_inline()) return const_cast<std::uint32_t*>(&tenants.one.tenant);
+    return static_cast<std::uint32_t*>(tenants.block);
   }
-  RadixClaim** claims() const noexcept {
-    if (tenants_inline()) return const_cast<RadixClaim**>(&tenant_block);
-    return reinterpret_cast<RadixClaim**>(reinterpret_cast<char*>(tenant_block) +
-                                          align8(cap_tenant * sizeof(std::uint32_t)));
+  std::uint32_t* claims() const noexcept {
+    if (tenants_inline()) return const_cast<std::uint32_t*>(&tenants.one.claim);
+    return static_cast<std::uint32_t*>(tenants.block) + cap_tenant();
   }
 
   // Index of the first key >= k.
@@ -234,18 +246,20 @@ struct RadixNode {
     const Key* b = keys();
     return static_cast<std::uint32_t>(std::lower_bound(b, b + nchild, k) - b);
   }
-  RadixNode* find_child(Key k) const noexcept {
+  // The child's node index, or kNilIndex.
+  std::uint32_t find_child(Key k) const noexcept {
     const std::uint32_t i = child_slot(k);
-    return (i < nchild && keys()[i] == k) ? kids()[i] : nullptr;
+    return (i < nchild && keys()[i] == k) ? kids()[i] : kNilIndex;
   }
 
   std::uint32_t tenant_slot(std::uint32_t t) const noexcept {
     const std::uint32_t* b = tenant_ids();
     return static_cast<std::uint32_t>(std::lower_bound(b, b + ntenant, t) - b);
   }
-  RadixClaim* find_claim(std::uint32_t t) const noexcept {
+  // t's claim index, or kNilIndex.
+  std::uint32_t find_claim(std::uint32_t t) const noexcept {
     const std::uint32_t i = tenant_slot(t);
-    return (i < ntenant && tenant_ids()[i] == t) ? claims()[i] : nullptr;
+    return (i < ntenant && tenant_ids()[i] == t) ? claims()[i] : kNilIndex;
   }
 };
 
