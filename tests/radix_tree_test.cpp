@@ -1628,3 +1628,94 @@ TEST_CASE("radix tree: stats count the units removed, for eviction metrics", "[r
   tree.remove_tenant(1);
   CHECK(tree.stats().removed_units == 18);
 }
+
+// ---------------------------------------------------------------------------
+// kvroute: long fragments are split without copying
+// ---------------------------------------------------------------------------
+
+TEST_CASE(
+    "radix tree: a split long fragment lends its tail, and the owner shrinks when it is freed",
+    "[radix_tree][stats]") {
+  ApproxRadixTree tree;
+  tree.insert("", t1);
+  tree.insert("", t2);
+  const std::size_t base = tree.stats().bytes;
+  const std::string a(1000, 'a');
+  std::string b = a.substr(0, 400) + "tail of b";
+  tree.insert(a, t1);
+  const std::size_t one = tree.stats().bytes;
+  // Splitting "a"x1000 at 400 allocates no fragment: the upper node keeps
+  // the buffer, the lower one borrows its last 600 characters. What is new
+  // is b's leaf (9 bytes), the upper node's child block and its tenant block.
+  tree.insert(b, t2);
+  require_consistent(tree);
+  const std::size_t two = tree.stats().bytes;
+  CHECK(two - one < 9 + 64);
+  CHECK(tree.match(a).matched == 1000);
+  CHECK(tree.match_for_tenant(a, t2).matched == 400);
+  // Splitting the borrowed tail again (at 700) borrows again.
+  const std::string c = a.substr(0, 700) + "c";
+  tree.insert(c, t1);
+  require_consistent(tree);
+  CHECK(tree.debug_node(a.substr(0, 400))->fragment == a.substr(0, 400));
+  CHECK(tree.debug_node(a.substr(0, 700))->fragment == std::string(300, 'a'));
+  CHECK(tree.debug_node(a)->fragment == std::string(300, 'a'));
+  const std::size_t three = tree.stats().bytes;
+  // t1 holds both borrowed nodes and "c". Evicting t1 to 400 characters
+  // frees its least recent leaf first, the last 300 "a" (the buffer stays:
+  // the node above still borrows from it)...
+  tree.evict_tenant(t1, 400 + 300 + 1);
+  require_consistent(tree);
+  CHECK(tree.stats().units == 700 + 1 + 9);
+  CHECK(tree.stats().bytes == three);
+  // ...then, when t1 goes, the 300 above it: the owner, "a"x400 now held by
+  // t2 only, gets a buffer of its own length, and the 600 dead characters
+  // are given back.
+  REQUIRE(tree.remove_tenant(t1));
+  require_consistent(tree);
+  CHECK(tree.match(b).matched == 409);
+  CHECK(tree.stats().units == 400 + 9);
+  const std::size_t left = tree.stats().bytes;
+  CHECK(left - base < 400 + 9 + 128);
+  CHECK(three - left > 600);
+  REQUIRE(tree.remove_tenant(t2));
+  require_consistent(tree);
+  CHECK(tree.stats().nodes == 1);
+}
+
+TEST_CASE("radix tree: long forked texts stay consistent through random splits and evictions",
+          "[radix_tree][consistency]") {
+  ApproxRadixTree tree;
+  std::mt19937_64 rng(7);
+  std::vector<std::string> texts = {std::string(600, 'x')};
+  for (int op = 0; op < 800; ++op) {
+    const auto t = static_cast<TenantId>(rng() % 4);
+    // Fork an earlier text at a random point and add a suffix: splits inside
+    // long fragments, and inside borrowed tails of them.
+    const std::string& from = texts[rng() % texts.size()];
+    std::string text = from.substr(0, rng() % (from.size() + 1)) + random_ascii(rng, rng() % 400);
+    switch (rng() % 8) {
+      case 0:
+        tree.evict(200 + rng() % 2000);
+        break;
+      case 1:
+        tree.drop_older_than(t, tree.now() - rng() % 30);
+        break;
+      case 2:
+        if (rng() % 4 == 0) tree.remove_tenant(t);
+        break;
+      case 3:
+        tree.match(text);
+        break;
+      default:
+        tree.insert(text, t);
+        if (texts.size() < 64)
+          texts.push_back(text);
+        else
+          texts[rng() % texts.size()] = text;
+        break;
+    }
+    INFO("op " << op);
+    require_consistent(tree);
+  }
+}

@@ -931,13 +931,64 @@ class BasicApproxRadixTree {
     nodes_.fetch_sub(1, std::memory_order_relaxed);
     units_.fetch_sub(n->count, std::memory_order_relaxed);
     symbols_.fetch_sub(n->len, std::memory_order_relaxed);
-    dealloc(n->frag, n->len * sizeof(Symbol));
+    free_frag(n->frag, n->len, n->frag_kind);
     dealloc(n->child_block, Node::child_block_bytes(n->cap_child()));
     free_tenant_block(*n);
     pool_.release(i, 2);
   }
+
+  // Fragments. A short one (under kShareBytes) is a buffer of exactly its
+  // length, copied into two new buffers when the node is split. A long one
+  // is a buffer with a header holding its size (kFragOwner); a split leaves
+  // it to the upper node, shortened, and the lower node borrows its tail
+  // (kFragBorrowed), so splitting a long fragment allocates and frees
+  // nothing (a free of another thread's block is what made glibc's malloc
+  // the bottleneck with two threads on chat). An owner is always an
+  // ancestor of the nodes borrowing from it, so it outlives them (a node is
+  // freed only when it has no children); when the last of them goes, evict
+  // gives the owner a buffer of its own length again (compact_frag).
+  static constexpr std::size_t kShareBytes = 256;
+  static constexpr std::size_t kFragHeader = 8;
+  static std::uint8_t frag_kind_for(std::size_t len) noexcept {
+    return len * sizeof(Symbol) < kShareBytes ? detail::kFragPlain : detail::kFragOwner;
+  }
+  // A buffer for len symbols, of kind frag_kind_for(len); null when out of
+  // memory.
   Symbol* alloc_frag(std::size_t len) noexcept {
-    return static_cast<Symbol*>(alloc(len * sizeof(Symbol)));
+    const std::size_t b = len * sizeof(Symbol);
+    if (frag_kind_for(len) == detail::kFragPlain) return static_cast<Symbol*>(alloc(b));
+    const std::size_t total = b + kFragHeader;
+    auto* p = static_cast<char*>(alloc(total));
+    if (p == nullptr) return nullptr;
+    std::memcpy(p, &total, sizeof total);
+    return reinterpret_cast<Symbol*>(p + kFragHeader);
+  }
+  // Bytes the buffer behind a fragment holds (0 when borrowed).
+  static std::size_t frag_bytes(const Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
+    if (f == nullptr || kind == detail::kFragBorrowed) return 0;
+    if (kind == detail::kFragPlain) return len * sizeof(Symbol);
+    std::size_t total;
+    std::memcpy(&total, reinterpret_cast<const char*>(f) - kFragHeader, sizeof total);
+    return total;
+  }
+  void free_frag(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
+    if (f == nullptr || kind == detail::kFragBorrowed) return;
+    const std::size_t bytes = frag_bytes(f, len, kind);
+    dealloc(kind == detail::kFragPlain
+                ? static_cast<void*>(f)
+                : static_cast<void*>(reinterpret_cast<char*>(f) - kFragHeader),
+            bytes);
+  }
+  // Gives an owner whose borrowers are all gone a buffer of its own length
+  // (keeps the old one when out of memory). Requires n exclusively locked.
+  void compact_frag(Node& n) noexcept {
+    if (frag_bytes(n.frag, n.len, n.frag_kind) == n.len * sizeof(Symbol) + kFragHeader) return;
+    Symbol* f = alloc_frag(n.len);
+    if (f == nullptr) return;
+    std::memcpy(f, n.frag, n.len * sizeof(Symbol));
+    free_frag(n.frag, n.len, n.frag_kind);
+    n.frag = f;
+    n.frag_kind = frag_kind_for(n.len);
   }
 
   static std::uint32_t grown(std::uint32_t cap, std::uint32_t need) noexcept {
@@ -1297,8 +1348,8 @@ class BasicApproxRadixTree {
   void release_prep(Prep& p, std::size_t lower_len, std::size_t upper_len,
                     std::size_t leaf_len) noexcept {
     discard_node(p.lower);
-    dealloc(p.lower_frag, lower_len * sizeof(Symbol));
-    dealloc(p.upper_frag, upper_len * sizeof(Symbol));
+    free_frag(p.lower_frag, lower_len, frag_kind_for(lower_len));
+    free_frag(p.upper_frag, upper_len, frag_kind_for(upper_len));
     dealloc(p.upper_children, Node::child_block_bytes(p.upper_child_cap));
     dealloc(p.upper_tenants, Node::tenant_block_bytes(p.upper_tenant_cap));
     while (p.copies != kNil) {
@@ -1308,25 +1359,34 @@ class BasicApproxRadixTree {
     }
     discard_claim(p.own);
     discard_node(p.leaf);
-    dealloc(p.leaf_frag, leaf_len * sizeof(Symbol));
+    free_frag(p.leaf_frag, leaf_len, frag_kind_for(leaf_len));
     discard_claim(p.leaf_claim);
     p = Prep{};
   }
 
   // Splits x (index xi) after its first k symbols (kc units), holding x
   // exclusively: x keeps the first part, with a fresh claim for each of its
-  // tenants, and a new child `lower` takes the rest of the fragment, x's
-  // children and x's claims (so the claims below keep pointing at the right
-  // parent claims).
+  // tenants, and a new child `lower` takes the rest of the fragment (a copy
+  // of a short one, a borrowed tail of a long one), x's children and x's
+  // claims (so the claims below keep pointing at the right parent claims).
   void split_node(Node& x, std::uint32_t xi, std::size_t k, std::size_t kc, Prep& p) noexcept {
     const std::uint32_t loi = p.lower;
     p.lower = kNil;
     Node* lo = node(loi);
     lo->len = static_cast<std::uint32_t>(x.len - k);
     lo->count = static_cast<std::uint32_t>(x.count - kc);
-    lo->frag = p.lower_frag;
-    p.lower_frag = nullptr;
-    std::memcpy(lo->frag, x.frag + k, lo->len * sizeof(Symbol));
+    if (x.frag_kind == detail::kFragPlain) {
+      lo->frag = p.lower_frag;
+      p.lower_frag = nullptr;
+      std::memcpy(lo->frag, x.frag + k, lo->len * sizeof(Symbol));
+      std::memcpy(p.upper_frag, x.frag, k * sizeof(Symbol));
+      free_frag(x.frag, x.len, x.frag_kind);
+      x.frag = p.upper_frag;
+      p.upper_frag = nullptr;
+    } else {
+      lo->frag = x.frag + k;
+      lo->frag_kind = detail::kFragBorrowed;
+    }
     lo->child_block = x.child_block;
     lo->nchild = x.nchild;
     lo->child_cap_code = x.child_cap_code;
@@ -1334,10 +1394,6 @@ class BasicApproxRadixTree {
     lo->ntenant = x.ntenant;
     lo->tenant_cap_code = x.tenant_cap_code;
 
-    std::memcpy(p.upper_frag, x.frag, k * sizeof(Symbol));
-    dealloc(x.frag, x.len * sizeof(Symbol));
-    x.frag = p.upper_frag;
-    p.upper_frag = nullptr;
     x.len = static_cast<std::uint32_t>(k);
     x.count = static_cast<std::uint32_t>(kc);
     x.child_block = p.upper_children;
@@ -1485,14 +1541,17 @@ class BasicApproxRadixTree {
         bool ok = true;
         if (split) {
           p.lower = new_node();
-          p.lower_frag = alloc_frag(x->len - k);
-          p.upper_frag = alloc_frag(k);
+          const bool copy = x->frag_kind == detail::kFragPlain;
+          if (copy) {
+            p.lower_frag = alloc_frag(x->len - k);
+            p.upper_frag = alloc_frag(k);
+          }
           p.upper_child_cap = need_leaf ? 2 : 1;
           p.upper_children = alloc(Node::child_block_bytes(p.upper_child_cap));
           p.upper_tenant_cap = std::bit_ceil(x->ntenant + (need_claim ? 1u : 0u));
           const std::size_t tb = Node::tenant_block_bytes(p.upper_tenant_cap);
           if (tb > 0) p.upper_tenants = alloc(tb);
-          ok = p.lower != kNil && p.lower_frag && p.upper_frag && p.upper_children &&
+          ok = p.lower != kNil && (!copy || (p.lower_frag && p.upper_frag)) && p.upper_children &&
                (tb == 0 || p.upper_tenants);
           for (std::uint32_t i = 0; ok && i < x->ntenant; ++i) {
             const std::uint32_t c = new_claim();
@@ -1544,6 +1603,7 @@ class BasicApproxRadixTree {
           leaf->len = static_cast<std::uint32_t>(leaf_len);
           leaf->count = static_cast<std::uint32_t>(Traits::count(text + after, leaf_len));
           leaf->frag = p.leaf_frag;
+          leaf->frag_kind = frag_kind_for(leaf_len);
           std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
           leaf->set_cap_tenant(1);  // its one tenant inline: no block
           const std::uint32_t lc = p.leaf_claim;
@@ -1659,6 +1719,11 @@ class BasicApproxRadixTree {
       const bool unlink = nd->ntenant == 0 && nd->nchild == 0;
       if (unlink) {
         remove_child(*parent, *nd, ndi);
+        // A borrowed tail's parent is its owner or borrows from the same
+        // owner; when it is the owner, nd was the last node borrowing.
+        if (nd->frag_kind == detail::kFragBorrowed && parent->frag_kind == detail::kFragOwner) {
+          compact_frag(*parent);
+        }
         ++r.nodes;
       }
       nd->lock.unlock();
@@ -1707,7 +1772,11 @@ class BasicApproxRadixTree {
       if (n->ntenant > n->cap_tenant()) return fail("more tenants than capacity");
       units += n->count;
       symbols += n->len;
-      bytes += n->len * sizeof(Symbol);
+      bytes += frag_bytes(n->frag, n->len, n->frag_kind);
+      if (n->frag_kind == detail::kFragBorrowed &&
+          (p == nullptr || p->frag_kind == detail::kFragPlain || p->frag + p->len != n->frag)) {
+        return fail("a borrowed fragment does not continue its parent's");
+      }
       if (n->child_block != nullptr) bytes += Node::child_block_bytes(n->cap_child());
       bytes += Node::tenant_block_bytes(n->cap_tenant());
       for (std::uint32_t i = 1; i < n->nchild; ++i) {
@@ -1817,7 +1886,7 @@ class BasicApproxRadixTree {
       Node* n = stack.back();
       stack.pop_back();
       push_children(*n, stack);
-      dealloc(n->frag, n->len * sizeof(Symbol));
+      free_frag(n->frag, n->len, n->frag_kind);
       dealloc(n->child_block, Node::child_block_bytes(n->cap_child()));
       free_tenant_block(*n);
     }

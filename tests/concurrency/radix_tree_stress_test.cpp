@@ -80,6 +80,23 @@ void require_consistent(const ApproxRadixTree& tree) {
   REQUIRE(tree.tenant_sizes() == tree.recount_sizes());
 }
 
+// Runs `writers` threads of write(rng) and one maintainer calling
+// maintain(rng, round) for rounds 0, 1, ... until every writer is done. Each
+// thread has its own generator, seeded from `seed` and its index.
+template <class Write, class Maintain>
+void writers_and_maintainer(int writers, std::uint64_t seed, Write write, Maintain maintain) {
+  std::atomic<int> done{0};
+  run_threads(writers + 1, [&](int id) {
+    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(id));
+    if (id < writers) {
+      write(rng);
+      done.fetch_add(1);
+      return;
+    }
+    for (int round = 0; done.load() < writers; ++round) maintain(rng, round);
+  });
+}
+
 TEST_CASE("radix tree stress: chat routing with concurrent eviction, drops and removals",
           "[radix_tree][concurrency][stress]") {
   ApproxRadixTree tree;
@@ -165,29 +182,25 @@ TEST_CASE("radix tree stress: tiny alphabet, one hot path, evict(0) racing inser
   // maintainer empties the tree as fast as it can: inserts race with the
   // eviction of the very nodes they are upgrading.
   ApproxRadixTree tree;
-  constexpr int kWriters = 3;
   constexpr int kOps = 60000;
-  std::atomic<int> writers_done{0};
   std::atomic<int> bad{0};
-  run_threads(kWriters + 1, [&](int id) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(7 + id));
-    if (id < kWriters) {
-      for (int op = 0; op < kOps; ++op) {
-        std::string s(1 + rng() % 8, 'a');
-        for (char& ch : s) ch = (rng() & 1) ? 'a' : 'b';
-        const auto t = static_cast<TenantId>(rng() % 3);
-        if (rng() % 3 == 0) {
-          const MatchResult m = tree.match(s);
-          if (m.matched > s.size() || m.input != s.size()) ++bad;
-        } else if (!tree.insert(s, t).ok()) {
-          ++bad;
+  writers_and_maintainer(
+      3, 7,
+      [&](std::mt19937_64& rng) {
+        for (int op = 0; op < kOps; ++op) {
+          std::string s(1 + rng() % 8, 'a');
+          for (char& ch : s) ch = (rng() & 1) ? 'a' : 'b';
+          const auto t = static_cast<TenantId>(rng() % 3);
+          if (rng() % 3 == 0) {
+            const MatchResult m = tree.match(s);
+            if (m.matched > s.size() || m.input != s.size()) ++bad;
+          } else if (!tree.insert(s, t).ok()) {
+            ++bad;
+          }
         }
-      }
-      writers_done.fetch_add(1);
-    } else {
-      int round = 0;
-      while (writers_done.load() < kWriters) {
-        switch (round++ % 8) {
+      },
+      [&](std::mt19937_64& rng, int round) {
+        switch (round % 8) {
           case 0:
             tree.remove_tenant(static_cast<TenantId>(rng() % 3));
             break;
@@ -198,13 +211,64 @@ TEST_CASE("radix tree stress: tiny alphabet, one hot path, evict(0) racing inser
             tree.evict(rng() % 4);
             break;
         }
-      }
-    }
-  });
+      });
   CHECK(bad == 0);
   require_consistent(tree);
   tree.evict(0);
   for (const auto& s : tree.tenant_sizes()) CHECK(s.size == 0);
+  CHECK(tree.stats().nodes == 1);
+  require_consistent(tree);
+}
+
+TEST_CASE("radix tree stress: long forked texts split and lend their tails while eviction runs",
+          "[radix_tree][concurrency][stress]") {
+  // Texts of hundreds of characters that fork each other at random points:
+  // splits inside long fragments (the lower node borrows the upper one's
+  // buffer) and inside borrowed tails, while a maintainer evicts leaves and
+  // so frees borrowers and shrinks their owners' buffers. Matches read the
+  // borrowed tails throughout and check what they matched.
+  ApproxRadixTree tree;
+  constexpr int kOps = 4000;
+  std::atomic<int> bad{0};
+  writers_and_maintainer(
+      2, 31,
+      [&](std::mt19937_64& rng) {
+        std::vector<std::string> mine = {std::string(500, 'q')};
+        for (int op = 0; op < kOps; ++op) {
+          const std::string& from = mine[rng() % mine.size()];
+          std::string s = from.substr(0, rng() % (from.size() + 1));
+          const std::size_t add = rng() % 300;
+          for (std::size_t i = 0; i < add; ++i) s += static_cast<char>('a' + rng() % 3);
+          const auto t = static_cast<TenantId>(rng() % 3);
+          if (rng() % 3 == 0) {
+            const MatchResult m = tree.match(s);
+            if (m.matched > s.size() || m.input != s.size()) ++bad;
+          } else {
+            if (!tree.insert(s, t).ok()) ++bad;
+            if (tree.match_for_tenant(s, t).matched > s.size()) ++bad;
+          }
+          if (mine.size() < 32)
+            mine.push_back(s);
+          else
+            mine[rng() % mine.size()] = s;
+        }
+      },
+      [&](std::mt19937_64& rng, int round) {
+        switch (round % 16) {
+          case 0:
+            tree.remove_tenant(static_cast<TenantId>(rng() % 3));
+            break;
+          case 1:
+            tree.drop_older_than(static_cast<TenantId>(rng() % 3), tree.now() - 20);
+            break;
+          default:
+            tree.evict(2000 + rng() % 4000);
+            break;
+        }
+      });
+  CHECK(bad == 0);
+  require_consistent(tree);
+  tree.evict(0);
   CHECK(tree.stats().nodes == 1);
   require_consistent(tree);
 }

@@ -178,6 +178,13 @@ struct RadixClaim {
 // The tree's slab: a claim is one unit, a node two.
 using RadixSlab = UnitSlab<sizeof(RadixClaim)>;
 
+// A node's fragment is a buffer of its own, exactly its length (short
+// fragments); or a long buffer of its own with a size header, whose tail
+// lower nodes split from it may borrow; or such a borrowed tail.
+inline constexpr std::uint8_t kFragPlain = 0;
+inline constexpr std::uint8_t kFragOwner = 1;
+inline constexpr std::uint8_t kFragBorrowed = 2;
+
 template <class Symbol>
 struct RadixNode {
   using Traits = RadixSymbolTraits<Symbol>;
@@ -192,6 +199,9 @@ struct RadixNode {
   // Capacities, each 0 or a power of two, stored as 0 or log2 + 1.
   std::uint8_t child_cap_code = 0;
   std::uint8_t tenant_cap_code = 0;
+  // Where `frag` lives (see the tree's alloc_frag): kFragPlain, kFragOwner
+  // or kFragBorrowed.
+  std::uint8_t frag_kind = 0;
   Symbol* frag = nullptr;
   void* child_block = nullptr;  // Key[cap_child()], then node index[cap_child()]
   // Tenant capacity <= 1 (most nodes: one tenant): the one entry inline,
