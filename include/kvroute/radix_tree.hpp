@@ -857,6 +857,7 @@ class BasicApproxRadixTree {
     std::uint32_t own = kNil;
     std::uint32_t leaf = kNil;
     Symbol* leaf_frag = nullptr;
+    bool leaf_filled = false;  // leaf_frag already holds the text
     std::uint32_t leaf_claim = kNil;
   };
 
@@ -1493,12 +1494,28 @@ class BasicApproxRadixTree {
     // Loop state: as above; when xc is kNil, pc is t's claim on the parent.
     std::uint32_t pc = kNil;
     std::size_t k = common_units(*x, text + pos, n - pos);
+    // A new leaf's fragment, allocated and filled before the exclusive lock
+    // is taken (text[pre_at, n)), so that the node is held exclusively only
+    // for the pointer updates. Used if the leaf still starts there.
+    Symbol* pre = nullptr;
+    std::size_t pre_at = 0;
+    auto drop_pre = [&]() noexcept {
+      if (pre != nullptr) free_frag(pre, n - pre_at, frag_kind_for(n - pre_at));
+      pre = nullptr;
+    };
+    // The parent is needed only until x is held exclusively and t's claim
+    // on x exists (x cannot be unlinked then, and nothing hangs below pc).
+    auto let_parent_go = [&]() noexcept {
+      if (parent != nullptr) parent->lock.unlock_shared();
+      parent = nullptr;
+    };
     auto release = [&]() noexcept {
+      drop_pre();
       if (excl)
         x->lock.unlock();
       else
         x->lock.unlock_shared();
-      if (parent != nullptr) parent->lock.unlock_shared();
+      let_parent_go();
     };
     for (;;) {
       const bool split = k < x->len;
@@ -1510,6 +1527,11 @@ class BasicApproxRadixTree {
 
       if (split || need_claim || need_leaf) {
         if (!excl) {
+          if (need_leaf && pre == nullptr) {
+            pre = alloc_frag(n - after);
+            if (pre != nullptr) std::memcpy(pre, text + after, (n - after) * sizeof(Symbol));
+            pre_at = after;
+          }
           x->lock.unlock_shared();
           x->lock.lock();
           excl = true;
@@ -1531,6 +1553,7 @@ class BasicApproxRadixTree {
               return Step::kOutOfMemory;
             }
           }
+          if (xc != kNil) let_parent_go();
           continue;  // re-decide under the exclusive lock
         }
 
@@ -1569,7 +1592,14 @@ class BasicApproxRadixTree {
         if (ok && need_claim) ok = (p.own = new_claim()) != kNil;
         if (ok && need_leaf) {
           ok = new_leaf(p.leaf, p.leaf_claim);
-          p.leaf_frag = alloc_frag(leaf_len);
+          if (pre != nullptr && pre_at == after) {
+            p.leaf_frag = pre;
+            pre = nullptr;
+            p.leaf_filled = true;
+          } else {
+            drop_pre();
+            p.leaf_frag = alloc_frag(leaf_len);
+          }
           ok = ok && p.leaf_frag;
         }
         if (!ok) {
@@ -1597,6 +1627,7 @@ class BasicApproxRadixTree {
           xc = c;
           pc = kNil;
         }
+        let_parent_go();
         if (need_leaf) {
           const std::uint32_t li = p.leaf;
           Node* leaf = node(li);
@@ -1604,7 +1635,7 @@ class BasicApproxRadixTree {
           leaf->count = static_cast<std::uint32_t>(Traits::count(text + after, leaf_len));
           leaf->frag = p.leaf_frag;
           leaf->frag_kind = frag_kind_for(leaf_len);
-          std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
+          if (!p.leaf_filled) std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
           leaf->set_cap_tenant(1);  // its one tenant inline: no block
           const std::uint32_t lc = p.leaf_claim;
           Claim* lcc = claim(lc);

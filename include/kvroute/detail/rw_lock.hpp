@@ -8,8 +8,9 @@
 //
 // RwLock: readers share it, a writer holds it alone, and a waiting writer
 // keeps new readers out so that a stream of matches cannot starve an insert.
-// Waiting is a short spin followed by a futex wait (C++20 atomic wait), so a
-// blocked thread does not burn a core.
+// Waiting is a futex wait (C++20 atomic wait), so a blocked thread does not
+// burn a core; a waiting reader or writer sets a bit first, and an unlock
+// makes a system call only when such a bit is set.
 //
 // It is written on std::atomic rather than absl::Mutex for two reasons: one
 // per node must be small (absl::Mutex is eight bytes, std::shared_mutex 56),
@@ -48,6 +49,15 @@ class RwLock {
         }
         continue;
       }
+      // Say so before sleeping: unlock() wakes sleepers only when a bit
+      // says there are some.
+      if ((s & kReaderWaiting) == 0) {
+        if (!state_.compare_exchange_weak(s, s | kReaderWaiting, std::memory_order_relaxed,
+                                          std::memory_order_relaxed)) {
+          continue;
+        }
+        s |= kReaderWaiting;
+      }
       state_.wait(s, std::memory_order_relaxed);
       s = state_.load(std::memory_order_relaxed);
     }
@@ -64,11 +74,11 @@ class RwLock {
   void lock() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
-      if ((s & ~kWriterWaiting) == 0) {
-        // Free (perhaps with writers waiting): take it. Other waiting writers
-        // set the waiting bit again when they wake.
-        if (state_.compare_exchange_weak(s, kWriter, std::memory_order_acquire,
-                                         std::memory_order_relaxed)) {
+      if ((s & ~(kWriterWaiting | kReaderWaiting)) == 0) {
+        // Free (perhaps with waiters): take it, keeping the readers' bit.
+        // Other waiting writers set the writers' bit again when they wake.
+        if (state_.compare_exchange_weak(s, kWriter | (s & kReaderWaiting),
+                                         std::memory_order_acquire, std::memory_order_relaxed)) {
           return;
         }
         continue;
@@ -88,8 +98,11 @@ class RwLock {
   void unlock() noexcept {
     KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
                    "RwLock: unlock without the writer");
-    state_.fetch_and(~kWriter, std::memory_order_release);
-    state_.notify_all();
+    // Sleepers (either bit) are woken and set their bit again if they must
+    // wait on; without any, no system call.
+    const std::uint32_t prev =
+        state_.fetch_and(~(kWriter | kReaderWaiting), std::memory_order_release);
+    if ((prev & (kWriterWaiting | kReaderWaiting)) != 0) state_.notify_all();
   }
 
   // Turns the exclusive hold into a shared one without letting a writer in
@@ -97,14 +110,18 @@ class RwLock {
   void downgrade() noexcept {
     KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
                    "RwLock: downgrade without the writer");
-    state_.fetch_sub(kWriter - 1, std::memory_order_release);
-    state_.notify_all();
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    while (!state_.compare_exchange_weak(s, (s & ~(kWriter | kReaderWaiting)) + 1,
+                                         std::memory_order_release, std::memory_order_relaxed)) {
+    }
+    if ((s & kReaderWaiting) != 0) state_.notify_all();
   }
 
  private:
   static constexpr std::uint32_t kWriter = 1u << 31;
   static constexpr std::uint32_t kWriterWaiting = 1u << 30;
-  static constexpr std::uint32_t kReaderMask = kWriterWaiting - 1;
+  static constexpr std::uint32_t kReaderWaiting = 1u << 29;
+  static constexpr std::uint32_t kReaderMask = kReaderWaiting - 1;
 
   std::atomic<std::uint32_t> state_{0};
 };
