@@ -39,7 +39,59 @@ class RwLock {
   RwLock(const RwLock&) = delete;
   RwLock& operator=(const RwLock&) = delete;
 
+  // Each operation tries its uncontended case inline (one compare-exchange
+  // or one read-modify-write) and leaves the rest out of line.
   void lock_shared() noexcept {
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    if (KVROUTE_LIKELY((s & (kWriter | kWriterWaiting)) == 0) &&
+        state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+      return;
+    }
+    lock_shared_slow();
+  }
+
+  void unlock_shared() noexcept {
+    const std::uint32_t prev = state_.fetch_sub(1, std::memory_order_release);
+    KVROUTE_ASSERT((prev & kReaderMask) != 0, "RwLock: unlock_shared without a reader");
+    if (KVROUTE_UNLIKELY((prev & kReaderMask) == 1 && (prev & kWriterWaiting) != 0)) {
+      state_.notify_all();
+    }
+  }
+
+  void lock() noexcept {
+    std::uint32_t s = 0;
+    if (KVROUTE_LIKELY(state_.compare_exchange_weak(s, kWriter, std::memory_order_acquire,
+                                                    std::memory_order_relaxed))) {
+      return;
+    }
+    lock_slow();
+  }
+
+  void unlock() noexcept {
+    KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
+                   "RwLock: unlock without the writer");
+    // Sleepers (either bit) are woken and set their bit again if they must
+    // wait on; without any, no system call.
+    const std::uint32_t prev =
+        state_.fetch_and(~(kWriter | kReaderWaiting), std::memory_order_release);
+    if (KVROUTE_UNLIKELY((prev & (kWriterWaiting | kReaderWaiting)) != 0)) state_.notify_all();
+  }
+
+  // Turns the exclusive hold into a shared one without letting a writer in
+  // between.
+  void downgrade() noexcept {
+    KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
+                   "RwLock: downgrade without the writer");
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    while (!state_.compare_exchange_weak(s, (s & ~(kWriter | kReaderWaiting)) + 1,
+                                         std::memory_order_release, std::memory_order_relaxed)) {
+    }
+    if (KVROUTE_UNLIKELY((s & kReaderWaiting) != 0)) state_.notify_all();
+  }
+
+ private:
+  KVROUTE_NOINLINE void lock_shared_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
       if ((s & (kWriter | kWriterWaiting)) == 0) {
@@ -63,15 +115,7 @@ class RwLock {
     }
   }
 
-  void unlock_shared() noexcept {
-    const std::uint32_t prev = state_.fetch_sub(1, std::memory_order_release);
-    KVROUTE_ASSERT((prev & kReaderMask) != 0, "RwLock: unlock_shared without a reader");
-    if ((prev & kReaderMask) == 1 && (prev & kWriterWaiting) != 0) {
-      state_.notify_all();
-    }
-  }
-
-  void lock() noexcept {
+  KVROUTE_NOINLINE void lock_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
       if ((s & ~(kWriterWaiting | kReaderWaiting)) == 0) {
@@ -95,29 +139,6 @@ class RwLock {
     }
   }
 
-  void unlock() noexcept {
-    KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
-                   "RwLock: unlock without the writer");
-    // Sleepers (either bit) are woken and set their bit again if they must
-    // wait on; without any, no system call.
-    const std::uint32_t prev =
-        state_.fetch_and(~(kWriter | kReaderWaiting), std::memory_order_release);
-    if ((prev & (kWriterWaiting | kReaderWaiting)) != 0) state_.notify_all();
-  }
-
-  // Turns the exclusive hold into a shared one without letting a writer in
-  // between.
-  void downgrade() noexcept {
-    KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
-                   "RwLock: downgrade without the writer");
-    std::uint32_t s = state_.load(std::memory_order_relaxed);
-    while (!state_.compare_exchange_weak(s, (s & ~(kWriter | kReaderWaiting)) + 1,
-                                         std::memory_order_release, std::memory_order_relaxed)) {
-    }
-    if ((s & kReaderWaiting) != 0) state_.notify_all();
-  }
-
- private:
   static constexpr std::uint32_t kWriter = 1u << 31;
   static constexpr std::uint32_t kWriterWaiting = 1u << 30;
   static constexpr std::uint32_t kReaderWaiting = 1u << 29;
@@ -152,13 +173,8 @@ class SpinMutex {
   SpinMutex& operator=(const SpinMutex&) = delete;
 
   void lock() noexcept {
-    for (int i = 0; i < kSpins; ++i) {
-      if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
-      cpu_relax();
-    }
-    while (state_.exchange(2, std::memory_order_acquire) != 0) {
-      state_.wait(2, std::memory_order_relaxed);
-    }
+    if (KVROUTE_LIKELY(try_lock())) return;
+    lock_slow();
   }
 
   bool try_lock() noexcept {
@@ -168,10 +184,20 @@ class SpinMutex {
   }
 
   void unlock() noexcept {
-    if (state_.exchange(0, std::memory_order_release) == 2) state_.notify_one();
+    if (KVROUTE_UNLIKELY(state_.exchange(0, std::memory_order_release) == 2)) state_.notify_one();
   }
 
  private:
+  KVROUTE_NOINLINE void lock_slow() noexcept {
+    for (int i = 0; i < kSpins; ++i) {
+      if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
+      cpu_relax();
+    }
+    while (state_.exchange(2, std::memory_order_acquire) != 0) {
+      state_.wait(2, std::memory_order_relaxed);
+    }
+  }
+
   static constexpr int kSpins = 200;
   std::atomic<std::uint32_t> state_{0};
 };
