@@ -1630,57 +1630,65 @@ TEST_CASE("radix tree: stats count the units removed, for eviction metrics", "[r
 }
 
 // ---------------------------------------------------------------------------
-// kvroute: long fragments are split without copying
+// kvroute: long fragments are split with one copy, and never hoard memory
 // ---------------------------------------------------------------------------
 
-TEST_CASE(
-    "radix tree: a split long fragment lends its tail, and the owner shrinks when it is freed",
-    "[radix_tree][stats]") {
+TEST_CASE("radix tree: a split long fragment stays in the part that uses most of its buffer",
+          "[radix_tree][stats]") {
   ApproxRadixTree tree;
   tree.insert("", t1);
   tree.insert("", t2);
+  tree.insert("", t3);
   const std::size_t base = tree.stats().bytes;
   const std::string a(1000, 'a');
-  std::string b = a.substr(0, 400) + "tail of b";
   tree.insert(a, t1);
   const std::size_t one = tree.stats().bytes;
-  // Splitting "a"x1000 at 400 allocates no fragment: the upper node keeps
-  // the buffer, the lower one borrows its last 600 characters. What is new
-  // is b's leaf (9 bytes), the upper node's child block and its tenant block.
+  CHECK(one - base >= 1000);
+  // Split at 600: the upper part keeps the buffer (it uses 600 of its
+  // 1000), the lower 400 are copied: the tree grows by that copy, b's leaf
+  // and two small blocks, not by another 1000.
+  const std::string b = a.substr(0, 600) + "tail of b";
   tree.insert(b, t2);
-  require_consistent(tree);
+  require_consistent(tree);  // also: no buffer holds too many dead bytes
   const std::size_t two = tree.stats().bytes;
-  CHECK(two - one < 9 + 64);
+  CHECK(two - one >= 400);
+  CHECK(two - one < 400 + 9 + 128);
   CHECK(tree.match(a).matched == 1000);
-  CHECK(tree.match_for_tenant(a, t2).matched == 400);
-  // Splitting the borrowed tail again (at 700) borrows again.
-  const std::string c = a.substr(0, 700) + "c";
-  tree.insert(c, t1);
+  CHECK(tree.match(b).matched == b.size());
+  CHECK(tree.match_for_tenant(a, t2).matched == 600);
+  CHECK(tree.debug_node(a.substr(0, 600))->fragment == a.substr(0, 600));
+  CHECK(tree.debug_node(a)->fragment == std::string(400, 'a'));
+  // Split the upper part again at 100 and at 1: the lower part keeps the
+  // buffer, then a 1-character split copies both parts.
+  tree.insert(a.substr(0, 100) + "c", t3);
+  tree.insert(a.substr(0, 1) + "d", t3);
   require_consistent(tree);
-  CHECK(tree.debug_node(a.substr(0, 400))->fragment == a.substr(0, 400));
-  CHECK(tree.debug_node(a.substr(0, 700))->fragment == std::string(300, 'a'));
-  CHECK(tree.debug_node(a)->fragment == std::string(300, 'a'));
-  const std::size_t three = tree.stats().bytes;
-  // t1 holds both borrowed nodes and "c". Evicting t1 to 400 characters
-  // frees its least recent leaf first, the last 300 "a" (the buffer stays:
-  // the node above still borrows from it)...
-  tree.evict_tenant(t1, 400 + 300 + 1);
+  CHECK(tree.match(a).matched == 1000);
+  CHECK(tree.match_for_tenant(a.substr(0, 100) + "c", t3).matched == 101);
+}
+
+TEST_CASE("radix tree: a long text cut down to a few shared characters leaves no dead buffer",
+          "[radix_tree][stats]") {
+  // The owner of a long text goes, and other tenants keep only its first
+  // one and two characters: the tree must shrink to about what they hold,
+  // not keep the long buffer alive behind two short nodes.
+  ApproxRadixTree tree;
+  tree.insert("", t1);
+  tree.insert("", t2);
+  tree.insert("", t3);
+  const std::size_t base = tree.stats().bytes;
+  std::string big(200000, 'x');
+  for (std::size_t i = 0; i < big.size(); i += 7) big[i] = 'y';
+  tree.insert(big, t1);
+  tree.insert(big.substr(0, 1) + "b", t2);  // split after 1 character
+  tree.insert(big.substr(0, 2) + "c", t3);  // and after 2
   require_consistent(tree);
-  CHECK(tree.stats().units == 700 + 1 + 9);
-  CHECK(tree.stats().bytes == three);
-  // ...then, when t1 goes, the 300 above it: the owner, "a"x400 now held by
-  // t2 only, gets a buffer of its own length, and the 600 dead characters
-  // are given back.
+  CHECK(tree.stats().bytes - base < 2 * big.size() + 4096);
   REQUIRE(tree.remove_tenant(t1));
   require_consistent(tree);
-  CHECK(tree.match(b).matched == 409);
-  CHECK(tree.stats().units == 400 + 9);
-  const std::size_t left = tree.stats().bytes;
-  CHECK(left - base < 400 + 9 + 128);
-  CHECK(three - left > 600);
-  REQUIRE(tree.remove_tenant(t2));
-  require_consistent(tree);
-  CHECK(tree.stats().nodes == 1);
+  CHECK(tree.stats().units == 2 + 1 + 1);
+  CHECK(tree.stats().bytes - base < 4096);
+  CHECK(tree.match(big.substr(0, 2) + "c").matched == 3);
 }
 
 TEST_CASE("radix tree: long forked texts stay consistent through random splits and evictions",

@@ -128,11 +128,14 @@
 // (node, tenant) pair also costs a 24-byte claim. Nodes and claims link to
 // each other by 32-bit indices into one slab (detail/slab.hpp), which grows
 // by 12 KB chunks and keeps them, reusing freed slots, until the tree is
-// destroyed. Long fragments (chat prompts) therefore cost little more than
-// their text. stats().bytes counts every byte the tree has allocated
-// (requested sizes and whole slab chunks; the allocator's own overhead is
-// not included). Memory is bounded by the budgets: with a per-tenant budget
-// B and N tenants a tree holds at most N * B units of fragments, and its
+// destroyed. A fragment of 256 bytes or more has a 16-byte header, and
+// after a split it may sit in a larger buffer, at most four times its size
+// (the other part of the split was copied out). Long fragments (chat
+// prompts) therefore cost little more than their text. stats().bytes counts
+// every byte the tree has allocated (requested sizes and whole slab chunks;
+// the allocator's own overhead is not included). Memory is bounded by the
+// budgets: with a per-tenant budget B and N tenants a tree holds at most
+// N * B units of fragments (in at most four times their bytes), and its
 // slab at most the nodes and claims of the largest tree it has been. A tree
 // holds at most about 2^32 / 3 nodes (insert then reports kOutOfMemory).
 //
@@ -841,12 +844,15 @@ class BasicApproxRadixTree {
   };
 
   enum class Step { kDone, kOutOfMemory };
+  // How a split treats a fragment (see split_frag).
+  enum class SplitFrag { kCopyBoth, kUpperKeeps, kLowerKeeps };
 
   // Allocations an insert step needs, made before it changes anything so
   // that running out of memory leaves the node untouched. Indices are slab
   // slots (kNil: none).
   struct Prep {
     std::uint32_t lower = kNil;
+    SplitFrag frag_mode = SplitFrag::kCopyBoth;
     Symbol* lower_frag = nullptr;
     Symbol* upper_frag = nullptr;
     void* upper_children = nullptr;
@@ -938,58 +944,81 @@ class BasicApproxRadixTree {
     pool_.release(i, 2);
   }
 
-  // Fragments. A short one (under kShareBytes) is a buffer of exactly its
-  // length, copied into two new buffers when the node is split. A long one
-  // is a buffer with a header holding its size (kFragOwner); a split leaves
-  // it to the upper node, shortened, and the lower node borrows its tail
-  // (kFragBorrowed), so splitting a long fragment allocates and frees
-  // nothing (a free of another thread's block is what made glibc's malloc
-  // the bottleneck with two threads on chat). An owner is always an
-  // ancestor of the nodes borrowing from it, so it outlives them (a node is
-  // freed only when it has no children); when the last of them goes, evict
-  // gives the owner a buffer of its own length again (compact_frag).
-  static constexpr std::size_t kShareBytes = 256;
-  static constexpr std::size_t kFragHeader = 8;
+  // Fragments. A short one (under kLongBytes) is a buffer of exactly its
+  // length; a split copies both parts into new buffers and frees the old
+  // one. A long one lies in a buffer of its own, after a 16-byte header
+  // written just before the fragment: its distance from the buffer's start,
+  // and the buffer's size. A split leaves the buffer to one part and copies
+  // the other (one allocation, no free: a free of another thread's block is
+  // what made glibc's malloc the bottleneck with two threads on chat) as
+  // long as the part that keeps it still uses at least a quarter of it
+  // (kDeadPerLive); the upper part keeps it in place, the lower part keeps
+  // it with a new header written over the bytes just before it, which the
+  // upper part no longer uses. Otherwise both parts are copied and the
+  // buffer is freed. So a buffer never holds more than kDeadPerLive dead
+  // bytes per live one (plus its header), and it goes with its one node.
+  // (With half instead of a quarter, two threads on chat ran at 0.88x one
+  // thread instead of 1.15-1.36x: most splits then copied both parts and
+  // freed the other thread's buffer.)
+  static constexpr std::size_t kLongBytes = 256;
+  static constexpr std::size_t kFragHeader = 16;
+  static constexpr std::size_t kDeadPerLive = 3;
+  struct FragHeader {
+    std::size_t offset;  // from the buffer's start to the fragment
+    std::size_t total;   // the buffer's size
+  };
   static std::uint8_t frag_kind_for(std::size_t len) noexcept {
-    return len * sizeof(Symbol) < kShareBytes ? detail::kFragPlain : detail::kFragOwner;
+    return len * sizeof(Symbol) < kLongBytes ? detail::kFragPlain : detail::kFragInBuffer;
+  }
+  static FragHeader frag_header(const Symbol* f) noexcept {
+    FragHeader h;
+    std::memcpy(&h, reinterpret_cast<const char*>(f) - kFragHeader, sizeof h);
+    return h;
+  }
+  static void set_frag_header(Symbol* f, FragHeader h) noexcept {
+    std::memcpy(reinterpret_cast<char*>(f) - kFragHeader, &h, sizeof h);
   }
   // A buffer for len symbols, of kind frag_kind_for(len); null when out of
   // memory.
   Symbol* alloc_frag(std::size_t len) noexcept {
     const std::size_t b = len * sizeof(Symbol);
     if (frag_kind_for(len) == detail::kFragPlain) return static_cast<Symbol*>(alloc(b));
-    const std::size_t total = b + kFragHeader;
-    auto* p = static_cast<char*>(alloc(total));
+    const FragHeader h{kFragHeader, b + kFragHeader};
+    auto* p = static_cast<char*>(alloc(h.total));
     if (p == nullptr) return nullptr;
-    std::memcpy(p, &total, sizeof total);
-    return reinterpret_cast<Symbol*>(p + kFragHeader);
+    auto* f = reinterpret_cast<Symbol*>(p + kFragHeader);
+    set_frag_header(f, h);
+    return f;
   }
-  // Bytes the buffer behind a fragment holds (0 when borrowed).
+  // Bytes the buffer behind a fragment holds.
   static std::size_t frag_bytes(const Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
-    if (f == nullptr || kind == detail::kFragBorrowed) return 0;
-    if (kind == detail::kFragPlain) return len * sizeof(Symbol);
-    std::size_t total;
-    std::memcpy(&total, reinterpret_cast<const char*>(f) - kFragHeader, sizeof total);
-    return total;
+    if (f == nullptr) return 0;
+    return kind == detail::kFragPlain ? len * sizeof(Symbol) : frag_header(f).total;
   }
   void free_frag(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
-    if (f == nullptr || kind == detail::kFragBorrowed) return;
-    const std::size_t bytes = frag_bytes(f, len, kind);
-    dealloc(kind == detail::kFragPlain
-                ? static_cast<void*>(f)
-                : static_cast<void*>(reinterpret_cast<char*>(f) - kFragHeader),
-            bytes);
-  }
-  // Gives an owner whose borrowers are all gone a buffer of its own length
-  // (keeps the old one when out of memory). Requires n exclusively locked.
-  void compact_frag(Node& n) noexcept {
-    if (frag_bytes(n.frag, n.len, n.frag_kind) == n.len * sizeof(Symbol) + kFragHeader) return;
-    Symbol* f = alloc_frag(n.len);
     if (f == nullptr) return;
-    std::memcpy(f, n.frag, n.len * sizeof(Symbol));
-    free_frag(n.frag, n.len, n.frag_kind);
-    n.frag = f;
-    n.frag_kind = frag_kind_for(n.len);
+    if (kind == detail::kFragPlain) {
+      dealloc(f, len * sizeof(Symbol));
+      return;
+    }
+    const FragHeader h = frag_header(f);
+    dealloc(reinterpret_cast<char*>(f) - h.offset, h.total);
+  }
+
+  static SplitFrag split_frag(const Node& x, std::size_t k) noexcept {
+    if (x.frag_kind == detail::kFragPlain) return SplitFrag::kCopyBoth;
+    const std::size_t total = frag_header(x.frag).total;
+    const std::size_t up = k * sizeof(Symbol);
+    const std::size_t low = (x.len - k) * sizeof(Symbol);
+    // A part may keep the buffer while the rest of it (its dead bytes,
+    // header included) is at most kDeadPerLive times what it uses, plus
+    // the header.
+    const bool upper_ok = total - up <= kDeadPerLive * up + kFragHeader;
+    // The lower part's header goes over the upper part's last bytes.
+    const bool lower_ok = up >= kFragHeader && total - low <= kDeadPerLive * low + kFragHeader;
+    if (upper_ok && (!lower_ok || low <= up)) return SplitFrag::kUpperKeeps;  // copy the lower
+    if (lower_ok) return SplitFrag::kLowerKeeps;                              // copy the upper
+    return SplitFrag::kCopyBoth;
   }
 
   static std::uint32_t grown(std::uint32_t cap, std::uint32_t need) noexcept {
@@ -1376,18 +1405,35 @@ class BasicApproxRadixTree {
     Node* lo = node(loi);
     lo->len = static_cast<std::uint32_t>(x.len - k);
     lo->count = static_cast<std::uint32_t>(x.count - kc);
-    if (x.frag_kind == detail::kFragPlain) {
-      lo->frag = p.lower_frag;
-      p.lower_frag = nullptr;
-      std::memcpy(lo->frag, x.frag + k, lo->len * sizeof(Symbol));
-      std::memcpy(p.upper_frag, x.frag, k * sizeof(Symbol));
-      free_frag(x.frag, x.len, x.frag_kind);
-      x.frag = p.upper_frag;
-      p.upper_frag = nullptr;
-    } else {
-      lo->frag = x.frag + k;
-      lo->frag_kind = detail::kFragBorrowed;
+    const Symbol* src = x.frag;
+    switch (p.frag_mode) {
+      case SplitFrag::kCopyBoth:
+        lo->frag = p.lower_frag;
+        lo->frag_kind = frag_kind_for(lo->len);
+        std::memcpy(lo->frag, src + k, lo->len * sizeof(Symbol));
+        std::memcpy(p.upper_frag, src, k * sizeof(Symbol));
+        free_frag(x.frag, x.len, x.frag_kind);
+        x.frag = p.upper_frag;
+        x.frag_kind = frag_kind_for(k);
+        break;
+      case SplitFrag::kUpperKeeps:  // x keeps the buffer, shortened
+        lo->frag = p.lower_frag;
+        lo->frag_kind = frag_kind_for(lo->len);
+        std::memcpy(lo->frag, src + k, lo->len * sizeof(Symbol));
+        break;
+      case SplitFrag::kLowerKeeps: {  // lo takes the buffer from src + k on
+        const FragHeader h = frag_header(x.frag);
+        std::memcpy(p.upper_frag, src, k * sizeof(Symbol));
+        lo->frag = x.frag + k;
+        lo->frag_kind = detail::kFragInBuffer;
+        set_frag_header(lo->frag, {h.offset + k * sizeof(Symbol), h.total});
+        x.frag = p.upper_frag;
+        x.frag_kind = frag_kind_for(k);
+        break;
+      }
     }
+    p.lower_frag = nullptr;
+    p.upper_frag = nullptr;
     lo->child_block = x.child_block;
     lo->nchild = x.nchild;
     lo->child_cap_code = x.child_cap_code;
@@ -1564,18 +1610,18 @@ class BasicApproxRadixTree {
         bool ok = true;
         if (split) {
           p.lower = new_node();
-          const bool copy = x->frag_kind == detail::kFragPlain;
-          if (copy) {
-            p.lower_frag = alloc_frag(x->len - k);
-            p.upper_frag = alloc_frag(k);
-          }
+          p.frag_mode = split_frag(*x, k);
+          if (p.frag_mode != SplitFrag::kLowerKeeps) p.lower_frag = alloc_frag(x->len - k);
+          if (p.frag_mode != SplitFrag::kUpperKeeps) p.upper_frag = alloc_frag(k);
+          const bool frags_ok =
+              (p.frag_mode == SplitFrag::kLowerKeeps || p.lower_frag != nullptr) &&
+              (p.frag_mode == SplitFrag::kUpperKeeps || p.upper_frag != nullptr);
           p.upper_child_cap = need_leaf ? 2 : 1;
           p.upper_children = alloc(Node::child_block_bytes(p.upper_child_cap));
           p.upper_tenant_cap = std::bit_ceil(x->ntenant + (need_claim ? 1u : 0u));
           const std::size_t tb = Node::tenant_block_bytes(p.upper_tenant_cap);
           if (tb > 0) p.upper_tenants = alloc(tb);
-          ok = p.lower != kNil && (!copy || (p.lower_frag && p.upper_frag)) && p.upper_children &&
-               (tb == 0 || p.upper_tenants);
+          ok = p.lower != kNil && frags_ok && p.upper_children && (tb == 0 || p.upper_tenants);
           for (std::uint32_t i = 0; ok && i < x->ntenant; ++i) {
             const std::uint32_t c = new_claim();
             if (c == kNil) {
@@ -1750,11 +1796,6 @@ class BasicApproxRadixTree {
       const bool unlink = nd->ntenant == 0 && nd->nchild == 0;
       if (unlink) {
         remove_child(*parent, *nd, ndi);
-        // A borrowed tail's parent is its owner or borrows from the same
-        // owner; when it is the owner, nd was the last node borrowing.
-        if (nd->frag_kind == detail::kFragBorrowed && parent->frag_kind == detail::kFragOwner) {
-          compact_frag(*parent);
-        }
         ++r.nodes;
       }
       nd->lock.unlock();
@@ -1804,9 +1845,15 @@ class BasicApproxRadixTree {
       units += n->count;
       symbols += n->len;
       bytes += frag_bytes(n->frag, n->len, n->frag_kind);
-      if (n->frag_kind == detail::kFragBorrowed &&
-          (p == nullptr || p->frag_kind == detail::kFragPlain || p->frag + p->len != n->frag)) {
-        return fail("a borrowed fragment does not continue its parent's");
+      if (n->frag != nullptr && n->frag_kind == detail::kFragInBuffer) {
+        const FragHeader h = frag_header(n->frag);
+        const std::size_t live = n->len * sizeof(Symbol);
+        if (h.offset < kFragHeader || h.offset + live > h.total) {
+          return fail("a fragment's header does not frame it in its buffer");
+        }
+        if (h.total - live > kDeadPerLive * live + kFragHeader) {
+          return fail("a buffer holds too many dead bytes");
+        }
       }
       if (n->child_block != nullptr) bytes += Node::child_block_bytes(n->cap_child());
       bytes += Node::tenant_block_bytes(n->cap_tenant());

@@ -220,13 +220,12 @@ TEST_CASE("radix tree stress: tiny alphabet, one hot path, evict(0) racing inser
   require_consistent(tree);
 }
 
-TEST_CASE("radix tree stress: long forked texts split and lend their tails while eviction runs",
+TEST_CASE("radix tree stress: long forked texts split in place while eviction runs",
           "[radix_tree][concurrency][stress]") {
   // Texts of hundreds of characters that fork each other at random points:
-  // splits inside long fragments (the lower node borrows the upper one's
-  // buffer) and inside borrowed tails, while a maintainer evicts leaves and
-  // so frees borrowers and shrinks their owners' buffers. Matches read the
-  // borrowed tails throughout and check what they matched.
+  // splits inside long fragments (one part keeps the buffer, the lower one
+  // with a header written inside it), while a maintainer evicts leaves.
+  // Matches read those fragments throughout and check what they matched.
   ApproxRadixTree tree;
   constexpr int kOps = 4000;
   std::atomic<int> bad{0};

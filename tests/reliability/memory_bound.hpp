@@ -10,10 +10,12 @@
 // Why: every node holds >= 1 unit and at least one tenant, and a tenant's
 // nodes hold exactly its size in units, so there are at most B * N nodes and
 // B * N + N claims. The worst case is a node per unit (prompts that branch at
-// every character): 64 bytes of node, up to 4 bytes of fragment (one code
-// point), its child entry and tenant entry (8-12 bytes each, doubled for
-// array growth) and a 48-byte claim - about 160 bytes. kBytesPerUnit leaves
-// room for allocator-size rounding inside the tree. kBytesPerTenant covers
+// every character): 48 bytes of node, up to 4 bytes of fragment (one code
+// point), its child entry and tenant entry (8 bytes each, doubled for array
+// growth) and a 24-byte claim - about 110 bytes. A long fragment may sit in
+// a buffer up to four times its size after a split, which costs at most 3
+// more bytes per byte of text. kBytesPerUnit leaves room for the slab's free
+// slots and chunk rounding. kBytesPerTenant covers
 // the per-tenant state (~150 bytes) and its root claim; kBytesConstant the
 // root and the id table.
 #ifndef KVROUTE_TESTS_RELIABILITY_MEMORY_BOUND_HPP_

@@ -178,12 +178,11 @@ struct RadixClaim {
 // The tree's slab: a claim is one unit, a node two.
 using RadixSlab = UnitSlab<sizeof(RadixClaim)>;
 
-// A node's fragment is a buffer of its own, exactly its length (short
-// fragments); or a long buffer of its own with a size header, whose tail
-// lower nodes split from it may borrow; or such a borrowed tail.
+// A node's fragment is a buffer of exactly its length (short fragments), or
+// lies inside a longer buffer of its own with a header (see the tree's
+// alloc_frag): never shared between nodes.
 inline constexpr std::uint8_t kFragPlain = 0;
-inline constexpr std::uint8_t kFragOwner = 1;
-inline constexpr std::uint8_t kFragBorrowed = 2;
+inline constexpr std::uint8_t kFragInBuffer = 1;
 
 template <class Symbol>
 struct RadixNode {
@@ -199,8 +198,7 @@ struct RadixNode {
   // Capacities, each 0 or a power of two, stored as 0 or log2 + 1.
   std::uint8_t child_cap_code = 0;
   std::uint8_t tenant_cap_code = 0;
-  // Where `frag` lives (see the tree's alloc_frag): kFragPlain, kFragOwner
-  // or kFragBorrowed.
+  // Where `frag` lives: kFragPlain or kFragInBuffer.
   std::uint8_t frag_kind = 0;
   Symbol* frag = nullptr;
   void* child_block = nullptr;  // Key[cap_child()], then node index[cap_child()]
