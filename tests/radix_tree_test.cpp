@@ -1699,7 +1699,7 @@ TEST_CASE("radix tree: long forked texts stay consistent through random splits a
   for (int op = 0; op < 800; ++op) {
     const auto t = static_cast<TenantId>(rng() % 4);
     // Fork an earlier text at a random point and add a suffix: splits inside
-    // long fragments, and inside borrowed tails of them.
+    // long fragments, again and again inside the same buffers.
     const std::string& from = texts[rng() % texts.size()];
     std::string text = from.substr(0, rng() % (from.size() + 1)) + random_ascii(rng, rng() % 400);
     switch (rng() % 8) {

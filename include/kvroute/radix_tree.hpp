@@ -1396,9 +1396,9 @@ class BasicApproxRadixTree {
 
   // Splits x (index xi) after its first k symbols (kc units), holding x
   // exclusively: x keeps the first part, with a fresh claim for each of its
-  // tenants, and a new child `lower` takes the rest of the fragment (a copy
-  // of a short one, a borrowed tail of a long one), x's children and x's
-  // claims (so the claims below keep pointing at the right parent claims).
+  // tenants, and a new child `lower` takes the rest of the fragment (as
+  // p.frag_mode says: see split_frag), x's children and x's claims (so the
+  // claims below keep pointing at the right parent claims).
   void split_node(Node& x, std::uint32_t xi, std::size_t k, std::size_t kc, Prep& p) noexcept {
     const std::uint32_t loi = p.lower;
     p.lower = kNil;
