@@ -683,8 +683,9 @@ class BasicApproxRadixTree {
         std::this_thread::yield();
         continue;
       }
-      // No insert of the tenant is in flight below the root: it would hold
-      // the root's lock shared.
+      // No insert of the tenant is in flight below the root: until it has
+      // linked a claim (which the check above would see) it holds the
+      // root's lock.
       const std::uint32_t rc = root_.find_claim(tenant);
       if (rc == kNil) {
         g.unlock();
