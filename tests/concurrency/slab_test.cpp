@@ -91,15 +91,16 @@ TEST_CASE("slab: concurrent alloc and release never hand out a block twice", "[s
   constexpr int kThreads = 4;
   constexpr int kRounds = 20000;
   std::vector<std::thread> pool;
-  std::vector<int> bad(kThreads, 0);
+  std::vector<int> bad(static_cast<std::size_t>(kThreads), 0);
   for (int t = 0; t < kThreads; ++t) {
     pool.emplace_back([&, t] {
+      int& my_bad = bad[static_cast<std::size_t>(t)];
       std::vector<std::pair<std::uint32_t, unsigned>> mine;
       for (int r = 0; r < kRounds; ++r) {
         const unsigned n = (r % 3 == 0) ? 2u : 1u;
         const std::uint32_t i = slab.alloc(n);
         if (i == kNilIndex) {
-          ++bad[t];
+          ++my_bad;
           continue;
         }
         // Stamp the block with its owner; any other thread's stamp means
@@ -109,7 +110,7 @@ TEST_CASE("slab: concurrent alloc and release never hand out a block twice", "[s
         if (mine.size() > 64) {
           for (auto [j, m] : mine) {
             const auto* p = static_cast<const unsigned char*>(slab.at(j));
-            if (p[4] != t + 1 || p[24 * m - 1] != t + 1) ++bad[t];
+            if (p[4] != t + 1 || p[24 * m - 1] != t + 1) ++my_bad;
             slab.release(j, m);
           }
           mine.clear();
