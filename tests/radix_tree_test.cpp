@@ -58,6 +58,13 @@ void require_consistent(const Tree& tree) {
 
 std::vector<TenantSize> sizes(std::initializer_list<TenantSize> s) { return s; }
 
+// Registers `tenants` at the root (each one's state and root claim) and
+// returns the tree's bytes then: the base a test measures growth from.
+std::size_t register_tenants(ApproxRadixTree& tree, std::initializer_list<TenantId> tenants) {
+  for (TenantId t : tenants) tree.insert("", t);
+  return tree.stats().bytes;
+}
+
 std::string prefix_of(std::string_view text, const MatchResult& m) {
   return std::string(text.substr(0, m.matched_symbols));
 }
@@ -1636,10 +1643,7 @@ TEST_CASE("radix tree: stats count the units removed, for eviction metrics", "[r
 TEST_CASE("radix tree: a split long fragment stays in the part that uses most of its buffer",
           "[radix_tree][stats]") {
   ApproxRadixTree tree;
-  tree.insert("", t1);
-  tree.insert("", t2);
-  tree.insert("", t3);
-  const std::size_t base = tree.stats().bytes;
+  const std::size_t base = register_tenants(tree, {t1, t2, t3});
   const std::string a(1000, 'a');
   tree.insert(a, t1);
   const std::size_t one = tree.stats().bytes;
@@ -1673,10 +1677,7 @@ TEST_CASE("radix tree: a long text cut down to a few shared characters leaves no
   // one and two characters: the tree must shrink to about what they hold,
   // not keep the long buffer alive behind two short nodes.
   ApproxRadixTree tree;
-  tree.insert("", t1);
-  tree.insert("", t2);
-  tree.insert("", t3);
-  const std::size_t base = tree.stats().bytes;
+  const std::size_t base = register_tenants(tree, {t1, t2, t3});
   std::string big(200000, 'x');
   for (std::size_t i = 0; i < big.size(); i += 7) big[i] = 'y';
   tree.insert(big, t1);

@@ -80,6 +80,20 @@ void require_consistent(const ApproxRadixTree& tree) {
   REQUIRE(tree.tenant_sizes() == tree.recount_sizes());
 }
 
+// A writer's step on ASCII text `s`: one time in three a match, whose
+// counts must be those of a prefix of `s`; else an insert under t, which
+// must succeed. Returns true when it inserted.
+bool match_or_insert(ApproxRadixTree& tree, std::mt19937_64& rng, const std::string& s, TenantId t,
+                     std::atomic<int>& bad) {
+  if (rng() % 3 == 0) {
+    const MatchResult m = tree.match(s);
+    if (m.matched > s.size() || m.input != s.size()) ++bad;
+    return false;
+  }
+  if (!tree.insert(s, t).ok()) ++bad;
+  return true;
+}
+
 // Runs `writers` threads of write(rng) and one maintainer calling
 // maintain(rng, round) for rounds 0, 1, ... until every writer is done. Each
 // thread has its own generator, seeded from `seed` and its index.
@@ -190,13 +204,7 @@ TEST_CASE("radix tree stress: tiny alphabet, one hot path, evict(0) racing inser
         for (int op = 0; op < kOps; ++op) {
           std::string s(1 + rng() % 8, 'a');
           for (char& ch : s) ch = (rng() & 1) ? 'a' : 'b';
-          const auto t = static_cast<TenantId>(rng() % 3);
-          if (rng() % 3 == 0) {
-            const MatchResult m = tree.match(s);
-            if (m.matched > s.size() || m.input != s.size()) ++bad;
-          } else if (!tree.insert(s, t).ok()) {
-            ++bad;
-          }
+          match_or_insert(tree, rng, s, static_cast<TenantId>(rng() % 3), bad);
         }
       },
       [&](std::mt19937_64& rng, int round) {
@@ -239,12 +247,9 @@ TEST_CASE("radix tree stress: long forked texts split in place while eviction ru
           const std::size_t add = rng() % 300;
           for (std::size_t i = 0; i < add; ++i) s += static_cast<char>('a' + rng() % 3);
           const auto t = static_cast<TenantId>(rng() % 3);
-          if (rng() % 3 == 0) {
-            const MatchResult m = tree.match(s);
-            if (m.matched > s.size() || m.input != s.size()) ++bad;
-          } else {
-            if (!tree.insert(s, t).ok()) ++bad;
-            if (tree.match_for_tenant(s, t).matched > s.size()) ++bad;
+          if (match_or_insert(tree, rng, s, t, bad) &&
+              tree.match_for_tenant(s, t).matched > s.size()) {
+            ++bad;
           }
           if (mine.size() < 32)
             mine.push_back(s);
