@@ -357,29 +357,59 @@ BENCHMARK(BM_InsertEvictSteady)->Arg(1000)->Arg(10000)->Arg(100000);
 
 // --- concurrency ---------------------------------------------------------------
 
-void BM_MatchChatThreads(benchmark::State& state) {
-  static const Workload w = make_chat(512, 4);
+// Threads sharing one prefilled tree (no growth, so no page faults and no
+// allocator in the figure). range(0): 0 = chat (512 conversations of 4
+// turns), 1 = branchy (20,000 agent fan-out requests, the replay's shape).
+// range(1): 0 = match, then insert under the matched tenant (a router's
+// step: shared locks, the path's stamp, the LRU lists); 1 = match whose
+// chooser declines (readers only: nothing is written but the node locks'
+// reader counts). Compare each mode's 2-thread time with its 1-thread time:
+// what mode 1 loses is the cost of the reader locks alone.
+void BM_TreeThreads(benchmark::State& state) {
+  static const Workload chat = make_chat(512, 4);
+  static const Workload branchy = [] {
+    Workload w;
+    w.requests = kvbench::make_branchy(20000);
+    for (std::size_t i = 0; i < w.requests.size(); ++i) {
+      w.bytes += w.requests[i].size();
+      w.tenant.push_back(static_cast<TenantId>(i % kTenants));
+    }
+    return w;
+  }();
+  const Workload& w = state.range(0) == 0 ? chat : branchy;
+  const bool readers_only = state.range(1) == 1;
   static ApproxRadixTree* tree = nullptr;
   if (state.thread_index() == 0) {
     tree = new ApproxRadixTree();
     fill(*tree, w);
   }
   // Google Benchmark synchronises threads at the start of the timed loop.
-  std::size_t i = static_cast<std::size_t>(state.thread_index()) * 97, bytes = 0;
+  std::size_t i = static_cast<std::size_t>(state.thread_index()) * 97, bytes = 0, matched = 0;
   for (auto _ : state) {
     const auto& r = w.requests[i % w.requests.size()];
-    const auto m = tree->match(r);
-    tree->insert(r, m.has_tenant() ? m.tenant : 0);
+    if (readers_only) {
+      matched +=
+          tree->match(r,
+                      [](const kvroute::RadixCandidates&) noexcept { return kvroute::kNoTenant; })
+              .matched;
+    } else {
+      const auto m = tree->match(r);
+      matched += m.matched;
+      tree->insert(r, m.has_tenant() ? m.tenant : 0);
+    }
     bytes += r.size();
     ++i;
   }
+  if (matched == 0) state.SkipWithError("nothing matched");
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.SetLabel(std::string(state.range(0) == 0 ? "chat" : "branchy") +
+                 (readers_only ? " readers only" : " match+insert"));
   if (state.thread_index() == 0) {
     delete tree;
     tree = nullptr;
   }
 }
-BENCHMARK(BM_MatchChatThreads)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_TreeThreads)->ArgsProduct({{0, 1}, {0, 1}})->Threads(1)->Threads(2)->UseRealTime();
 
 // --- scale: tree size ----------------------------------------------------------
 

@@ -31,6 +31,18 @@
 // the match and the insert that follows it); --separate runs match, then
 // insert, as two calls, for comparison in the same build.
 //
+// Scaling references, for judging a T-thread figure on the machine at hand:
+// memcmp_threads_seconds is the memcmp reference with the lines dealt to T
+// threads as the replay deals them (best of three: how far the machine's
+// memory system scales the plain reading of the same text), and
+// memcmp_scaling = memcmp_seconds / memcmp_threads_seconds. --private gives
+// each of the T threads a tree of its own and has every thread replay every
+// line (T times the work, nothing shared between the threads; requests,
+// chars, bytes and the tree figures count all of it, and the memcmp ratios
+// compare with T memcmp passes): T times the one-thread seconds over the
+// --private seconds is what T threads reach when they share no tree, the
+// ceiling for the shared tree's scaling on that machine.
+//
 // Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
 // or 1 (I/O).
@@ -58,7 +70,7 @@ int usage(const std::string& msg) {
   std::fprintf(stderr,
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
-               "[--threads T] [--separate]\n",
+               "[--threads T] [--separate] [--private]\n",
                msg.c_str());
   return 2;
 }
@@ -101,7 +113,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
   std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
-  bool have_every = false, have_max = false, separate = false;
+  bool have_every = false, have_max = false, separate = false, private_trees = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &workers
@@ -119,6 +131,8 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--separate") {
       separate = true;
+    } else if (a == "--private") {
+      private_trees = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usage("unknown option " + std::string(a));
     } else if (path != nullptr) {
@@ -153,6 +167,7 @@ int main(int argc, char** argv) {
   std::size_t bytes = 0;
   double memcmp_seconds = 0;
   double memcmp_cpu_seconds = 0;
+  double memcmp_threads_seconds = 0;
   {
     std::vector<std::string> copies = lines;
     for (const auto& l : lines) bytes += l.size();
@@ -170,9 +185,34 @@ int main(int argc, char** argv) {
       if (pass == 0 || c < memcmp_cpu_seconds) memcmp_cpu_seconds = c;
     }
     if (sink != 0) std::fprintf(stderr, "kvroute_tree_replay: memcmp found a difference\n");
+    // The same with the lines dealt to the replay's threads.
+    memcmp_threads_seconds = memcmp_seconds;
+    if (threads > 1) {
+      std::atomic<int> differences{0};
+      for (int pass = 0; pass < 3; ++pass) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::thread> pool;
+        for (std::size_t k = 0; k < threads; ++k) {
+          pool.emplace_back([&, k] {
+            int d = 0;
+            for (std::size_t i = k; i < lines.size(); i += threads) {
+              d += std::memcmp(lines[i].data(), copies[i].data(), lines[i].size()) != 0 ? 1 : 0;
+            }
+            differences += d;
+          });
+        }
+        for (auto& th : pool) th.join();
+        const double t = seconds_since(t0);
+        if (pass == 0 || t < memcmp_threads_seconds) memcmp_threads_seconds = t;
+      }
+      if (differences != 0) {
+        std::fprintf(stderr, "kvroute_tree_replay: memcmp found a difference\n");
+      }
+    }
   }
 
-  kvroute::ApproxRadixTree tree;
+  // One tree, or with --private one per thread.
+  std::vector<kvroute::ApproxRadixTree> trees(private_trees ? threads : 1);
   std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
   std::mutex evict_mu;
   double evict_seconds = 0;  // summed over threads
@@ -181,7 +221,10 @@ int main(int argc, char** argv) {
   auto run = [&](std::size_t first) {
     std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
     double my_evict_seconds = 0;
-    for (std::size_t i = first; i < lines.size(); i += threads) {
+    kvroute::ApproxRadixTree& tree = trees[private_trees ? first : 0];
+    const std::size_t from = private_trees ? 0 : first;
+    const std::size_t step = private_trees ? 1 : threads;
+    for (std::size_t i = from; i < lines.size(); i += step) {
       const std::string& line = lines[i];
       const auto fallback = static_cast<kvroute::TenantId>(i % workers);
       if (separate) {
@@ -233,26 +276,40 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", failed.load());
     return 1;
   }
-  const kvroute::RadixTreeStats s = tree.stats();
+  // Summed over the trees with --private.
+  kvroute::RadixTreeStats s;
+  for (const auto& tree : trees) {
+    const kvroute::RadixTreeStats one = tree.stats();
+    s.nodes += one.nodes;
+    s.bytes += one.bytes;
+    s.units += one.units;
+  }
+  const std::size_t requests = lines.size() * (private_trees ? threads : 1);
+  // With --private the threads made `work` passes over the file.
+  const double work = private_trees ? static_cast<double>(threads) : 1.0;
+  const std::size_t all_bytes = bytes * (private_trees ? threads : 1);
   const double c = static_cast<double>(chars.load());
   std::printf(
       "{\"requests\":%zu,\"chars\":%zu,\"bytes\":%zu,\"workers\":%llu,\"threads\":%llu,"
-      "\"evict_every\":%llu,\"max_size\":%llu,\"seconds\":%.6f,\"chars_per_second\":%.0f,"
-      "\"bytes_per_second\":%.0f,\"us_per_request\":%.3f,\"affinity_routes\":%zu,"
-      "\"matched_chars\":%zu,\"tree_nodes\":%zu,\"tree_bytes\":%zu,\"tree_chars\":%zu,"
-      "\"tree_bytes_per_char\":%.3f,\"rss_bytes\":%zu,\"rss_peak_bytes\":%zu,"
-      "\"memcmp_seconds\":%.6f,\"memcmp_ratio\":%.4f,\"cpu_seconds\":%.6f,"
-      "\"evict_seconds\":%.6f,\"evicted_chars\":%zu,\"memcmp_cpu_seconds\":%.6f,"
-      "\"cpu_memcmp_ratio\":%.4f}\n",
-      lines.size(), chars.load(), bytes, static_cast<unsigned long long>(workers),
-      static_cast<unsigned long long>(threads), static_cast<unsigned long long>(evict_every),
-      static_cast<unsigned long long>(max_size), seconds, seconds > 0 ? c / seconds : 0.0,
-      seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0,
-      lines.empty() ? 0.0 : seconds * 1e6 / static_cast<double>(lines.size()), affinity.load(),
+      "\"private\":%s,\"evict_every\":%llu,\"max_size\":%llu,\"seconds\":%.6f,"
+      "\"chars_per_second\":%.0f,\"bytes_per_second\":%.0f,\"us_per_request\":%.3f,"
+      "\"affinity_routes\":%zu,\"matched_chars\":%zu,\"tree_nodes\":%zu,\"tree_bytes\":%zu,"
+      "\"tree_chars\":%zu,\"tree_bytes_per_char\":%.3f,\"rss_bytes\":%zu,"
+      "\"rss_peak_bytes\":%zu,\"memcmp_seconds\":%.6f,\"memcmp_ratio\":%.4f,"
+      "\"cpu_seconds\":%.6f,\"evict_seconds\":%.6f,\"evicted_chars\":%zu,"
+      "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
+      "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f}\n",
+      requests, chars.load(), all_bytes, static_cast<unsigned long long>(workers),
+      static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
+      static_cast<unsigned long long>(evict_every), static_cast<unsigned long long>(max_size),
+      seconds, seconds > 0 ? c / seconds : 0.0,
+      seconds > 0 ? static_cast<double>(all_bytes) / seconds : 0.0,
+      requests == 0 ? 0.0 : seconds * 1e6 / static_cast<double>(requests), affinity.load(),
       matched.load(), s.nodes, s.bytes, s.units,
       s.units == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.units),
       proc_status_kb("VmRSS:"), proc_status_kb("VmHWM:"), memcmp_seconds,
-      seconds > 0 ? memcmp_seconds / seconds : 0.0, cpu, evict_seconds, evicted.load(),
-      memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds / cpu : 0.0);
+      seconds > 0 ? memcmp_seconds * work / seconds : 0.0, cpu, evict_seconds, evicted.load(),
+      memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0, memcmp_threads_seconds,
+      memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0);
   return 0;
 }
