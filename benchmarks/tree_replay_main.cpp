@@ -25,7 +25,9 @@
 // steadier figure than wall time for one thread), evict_seconds (time
 // inside evict(), summed over threads), evicted_chars, memcmp_cpu_seconds
 // and cpu_memcmp_ratio (the same ratio in CPU time: on a loaded machine the
-// steadier one for a single thread; with T threads it is per CPU second).
+// steadier one for a single thread; with T threads it is per CPU second),
+// workers, threads, evict_every, max_size, us_per_request, private (true
+// with --private), memcmp_threads_seconds and memcmp_scaling (below).
 //
 // Each line is one ApproxRadixTree::match_and_insert call (one descent for
 // the match and the insert that follows it); --separate runs match, then
