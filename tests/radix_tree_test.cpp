@@ -1728,3 +1728,34 @@ TEST_CASE("radix tree: long forked texts stay consistent through random splits a
     require_consistent(tree);
   }
 }
+
+TEST_CASE("radix tree: match's optimistic descent finds what the locked walk finds",
+          "[radix_tree][consistency]") {
+  // match() descends without locks (versioned snapshots); visit_path walks
+  // with lock coupling. On a quiescent tree they must agree on every query:
+  // stored texts, their prefixes, forks and strangers, short and long.
+  ApproxRadixTree tree;
+  std::mt19937_64 rng(11);
+  std::vector<std::string> texts = {std::string(300, 'a'), "system: be brief. user: hi"};
+  for (int i = 0; i < 400; ++i) {
+    const std::string& from = texts[rng() % texts.size()];
+    std::string t = from.substr(0, rng() % (from.size() + 1)) + random_ascii(rng, rng() % 80);
+    tree.insert(t, static_cast<TenantId>(rng() % 5));
+    texts.push_back(std::move(t));
+  }
+  const auto decline = [](const kvroute::RadixCandidates&) noexcept { return kNoTenant; };
+  for (int q = 0; q < 2000; ++q) {
+    const std::string& from = texts[rng() % texts.size()];
+    std::string query = from.substr(0, rng() % (from.size() + 1));
+    if (rng() % 2 == 0) query += random_ascii(rng, rng() % 40);
+    const MatchResult opt = tree.match(query, decline);
+    const MatchResult locked =
+        tree.visit_path(query, [](const kvroute::RadixCandidates&, std::size_t) noexcept {});
+    INFO("query " << q << ": " << query);
+    REQUIRE(opt.matched == locked.matched);
+    REQUIRE(opt.matched_symbols == locked.matched_symbols);
+    REQUIRE(opt.candidates == locked.candidates);
+    REQUIRE(opt.input == locked.input);
+  }
+  require_consistent(tree);
+}

@@ -47,4 +47,18 @@
 #define KVROUTE_UNLIKELY(x) (x)
 #endif
 
+// 1 in a ThreadSanitizer build (GCC's -fsanitize=thread or clang's). GCC
+// cannot instrument a standalone std::atomic_thread_fence there (an error
+// under -Werror), so the few places that need one say what stands in.
+#if defined(__SANITIZE_THREAD__)
+#define KVROUTE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVROUTE_TSAN 1
+#endif
+#endif
+#ifndef KVROUTE_TSAN
+#define KVROUTE_TSAN 0
+#endif
+
 #endif  // KVROUTE_CONFIG_HPP_

@@ -57,12 +57,24 @@
 // tree while they run.
 //
 // How (so the guarantees below can be checked):
-//   * There is no tree-wide lock. Each node has a reader-writer lock; an
-//     operation descends with lock coupling (the child's lock is taken before
-//     the parent's is released), so it holds at most two node locks (three,
-//     for an instant, in an insert), and it compares text against a node's
-//     fragment under that node's lock (and, in an insert, its parent's shared
-//     lock) alone. match takes shared locks only; insert takes a node's lock
+//   * There is no tree-wide lock. Each node has a reader-writer lock that is
+//     also a version counter (every exclusive hold moves it on). match and
+//     match_and_insert descend optimistically: they take no lock on the
+//     nodes they pass, read each as a snapshot checked against its version,
+//     and lock only where they stop (the deepest node, and for
+//     match_and_insert its parent, shared), checking that neither changed;
+//     a check that fails a few times over falls back to the locked descent.
+//     So a match writes nothing on the nodes it passes, and two threads
+//     matching through the same top nodes do not contend. Everything such a
+//     reader may be looking at (a fragment, a child or tenant block, an
+//     unlinked node's slot) is retired, not freed, and freed once no reader
+//     that could hold it is left (epoch-based reclamation,
+//     detail/epoch.hpp). The other operations descend with lock coupling
+//     (the child's lock is taken before the parent's is released), so they
+//     hold at most two node locks (three, for an instant, in an insert), and
+//     compare text against a node's fragment under that node's lock (and, in
+//     an insert, its parent's shared lock) alone. A locked match would take
+//     shared locks only; insert takes a node's lock
 //     exclusively only where it changes that node (adds a child, a tenant, or
 //     splits it), and holds the node's parent shared meanwhile, so that the
 //     node stays linked while its lock is upgraded. match_and_insert descends
@@ -87,9 +99,10 @@
 //     a claim an operation holds stay valid without holding their nodes.
 //
 // Guarantees under concurrency:
-//   * A match never sees a torn node: each node is read under its lock. An
-//     insert publishes top-down, so a concurrent match sees it on a prefix of
-//     its path (possibly none of it). The matched count is always the length
+//   * A match never uses a torn node: a snapshot is used only once its
+//     version check passed, and the node it stops at is read under its lock.
+//     An insert publishes top-down, so a concurrent match sees it on a prefix
+//     of its path (possibly none of it). The matched count is always the length
 //     of a real common prefix of the text and a path that was in the tree
 //     during the call. The chosen tenant held the deepest matched node when
 //     it was chosen; it may be being evicted or removed at that moment.
@@ -138,6 +151,12 @@
 // N * B units of fragments (in at most four times their bytes), and its
 // slab at most the nodes and claims of the largest tree it has been. A tree
 // holds at most about 2^32 / 3 nodes (insert then reports kOutOfMemory).
+// What an operation unlinks while other threads may be reading it (a
+// split's old fragment, a grown block's old copy, an evicted node) stays
+// allocated, and counted in stats().bytes, until no such reader is left:
+// every eviction call and stats() free what has become free, and a thread
+// frees its own retired objects every 64. With no concurrent readers,
+// stats() therefore sees nothing of it.
 //
 // Invalidation: nothing returned refers into the tree. The RadixCandidates
 // view passed to a chooser (or a match_and_insert rule) is valid only during
@@ -203,7 +222,15 @@
 #include <vector>
 
 #include "kvroute/config.hpp"
+#include "kvroute/detail/epoch.hpp"
 #include "kvroute/detail/radix_node.hpp"
+
+#if KVROUTE_TSAN
+// ThreadSanitizer's runtime (dynamic annotations): the optimistic descent's
+// reads are validated by a version, not ordered by a lock.
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#endif
 
 KVROUTE_NAMESPACE_BEGIN
 
@@ -471,6 +498,7 @@ class BasicApproxRadixTree {
       r.status = InsertStatus::kOutOfMemory;
       return r;
     }
+    const detail::EpochDomain::Section sec = domain_.enter();  // for what a split retires
     if (insert_once(seq.data(), seq.size(), *ts, r) == Step::kOutOfMemory) {
       r.status = InsertStatus::kOutOfMemory;
     }
@@ -487,8 +515,8 @@ class BasicApproxRadixTree {
     MatchResult r;
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
-    root_.lock.lock_shared();
-    const Descent d = descend<false>(text, n, [](const Node&) noexcept { return true; });
+    const detail::EpochDomain::Section sec = domain_.enter();
+    const Descent d = descend_any<false>(sec, text, n);
     Node* const x = d.node;
     const std::size_t pos = d.pos;
     const std::size_t matched = d.matched;
@@ -533,8 +561,8 @@ class BasicApproxRadixTree {
     MatchResult& m = out.match;
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
-    root_.lock.lock_shared();
-    const Descent d = descend<true>(text, n, [](const Node&) noexcept { return true; });
+    const detail::EpochDomain::Section sec = domain_.enter();
+    const Descent d = descend_any<true>(sec, text, n);
     Node* const x = d.node;
     m.matched = d.matched;
     m.matched_symbols = d.pos;
@@ -640,6 +668,7 @@ class BasicApproxRadixTree {
         return st.size.load(std::memory_order_relaxed) > budget;
       });
     }
+    domain_.collect();
     return total;
   }
 
@@ -648,9 +677,11 @@ class BasicApproxRadixTree {
     TenantState* ts = find_state(tenant);
     if (ts == nullptr) return {};
     std::lock_guard<std::mutex> m(ts->maint_mu);
-    return evict_loop(*ts, [budget](const TenantState& st, const Claim&) {
+    const EvictResult r = evict_loop(*ts, [budget](const TenantState& st, const Claim&) {
       return st.size.load(std::memory_order_relaxed) > budget;
     });
+    domain_.collect();
+    return r;
   }
 
   // Removes every (non-root) node entry of `tenant` whose recency is below
@@ -662,9 +693,11 @@ class BasicApproxRadixTree {
     TenantState* ts = find_state(tenant);
     if (ts == nullptr) return {};
     std::lock_guard<std::mutex> m(ts->maint_mu);
-    return evict_loop(*ts, [recency](const TenantState&, const Claim& c) {
+    const EvictResult r = evict_loop(*ts, [recency](const TenantState&, const Claim& c) {
       return c.recency.load(std::memory_order_relaxed) < recency;
     });
+    domain_.collect();
+    return r;
   }
 
   // Removes `tenant` from every node, the root included, and forgets its
@@ -699,6 +732,7 @@ class BasicApproxRadixTree {
       g.unlock();
       root_.lock.unlock();
       free_claim(rc);
+      domain_.collect();
       return true;
     }
   }
@@ -738,7 +772,10 @@ class BasicApproxRadixTree {
   std::size_t tenant_count() const noexcept { return registered_.load(std::memory_order_relaxed); }
 
   // Never allocates; each field is read atomically but not all at once.
+  // First frees what earlier operations unlinked and no reader can still
+  // hold (see "Memory"), so bytes settle when the tree is quiescent.
   RadixTreeStats stats() const noexcept {
+    domain_.collect();
     RadixTreeStats s;
     s.nodes = nodes_.load(std::memory_order_relaxed) + 1;
     s.bytes = bytes_.load(std::memory_order_relaxed) + pool_.bytes();
@@ -939,10 +976,10 @@ class BasicApproxRadixTree {
     nodes_.fetch_sub(1, std::memory_order_relaxed);
     units_.fetch_sub(n->count, std::memory_order_relaxed);
     symbols_.fetch_sub(n->len, std::memory_order_relaxed);
-    free_frag(n->frag, n->len, n->frag_kind);
-    dealloc(n->child_block, Node::child_block_bytes(n->cap_child()));
-    free_tenant_block(*n);
-    pool_.release(i, 2);
+    retire_frag(n->frag, n->len, n->frag_kind);
+    retire_block(n->child_block, Node::child_block_bytes(n->cap_child()));
+    retire_tenant_block(*n);
+    domain_.retire({nullptr, i, kRetiredNode});
   }
 
   // Fragments. A short one (under kLongBytes) is a buffer of exactly its
@@ -996,14 +1033,51 @@ class BasicApproxRadixTree {
     if (f == nullptr) return 0;
     return kind == detail::kFragPlain ? len * sizeof(Symbol) : frag_header(f).total;
   }
+  // --- deferred frees --------------------------------------------------------
+  //
+  // What an optimistic descent may be reading (see descend_opt) is retired
+  // instead of freed: a fragment, a child or tenant block replaced by a
+  // larger one, an unlinked node's slab slot. The epoch domain hands it
+  // back to reclaim_retired once no section that could hold it is open.
+  // Objects never published (an insert's unused allocations) and claims
+  // (which an optimistic reader only prefetches) are freed at once.
+  static constexpr std::uint32_t kRetiredBlock = 0;  // malloc'ed: ptr, bytes
+  static constexpr std::uint32_t kRetiredNode = 1;   // a node's two slab units: index
+  static void reclaim_retired(void* self, const detail::Retired& r) noexcept {
+    auto* t = static_cast<BasicApproxRadixTree*>(self);
+    if (r.kind == kRetiredBlock) {
+      t->dealloc(r.ptr, static_cast<std::size_t>(r.size));
+    } else {
+      t->pool_.release(static_cast<std::uint32_t>(r.size), 2);
+    }
+  }
+  void retire_block(void* p, std::size_t n) noexcept {
+    if (p != nullptr) domain_.retire({p, n, kRetiredBlock});
+  }
+  void retire_frag(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
+    if (f == nullptr) return;
+    const FragBuffer b = frag_buffer(f, len, kind);
+    retire_block(b.base, b.bytes);
+  }
+  void retire_tenant_block(Node& n) noexcept {
+    if (!n.tenants_inline())
+      retire_block(n.tenants.block, Node::tenant_block_bytes(n.cap_tenant()));
+  }
+
+  // The allocation behind a fragment: the fragment itself, or its buffer.
+  struct FragBuffer {
+    void* base;
+    std::size_t bytes;
+  };
+  static FragBuffer frag_buffer(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
+    if (kind == detail::kFragPlain) return {f, len * sizeof(Symbol)};
+    const FragHeader h = frag_header(f);
+    return {reinterpret_cast<char*>(f) - h.offset, h.total};
+  }
   void free_frag(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
     if (f == nullptr) return;
-    if (kind == detail::kFragPlain) {
-      dealloc(f, len * sizeof(Symbol));
-      return;
-    }
-    const FragHeader h = frag_header(f);
-    dealloc(reinterpret_cast<char*>(f) - h.offset, h.total);
+    const FragBuffer b = frag_buffer(f, len, kind);
+    dealloc(b.base, b.bytes);
   }
 
   static SplitFrag split_frag(const Node& x, std::size_t k) noexcept {
@@ -1041,7 +1115,7 @@ class BasicApproxRadixTree {
       std::memcpy(tmp.keys(), n.keys(), n.nchild * sizeof(Key));
       std::memcpy(tmp.kids(), n.kids(), n.nchild * sizeof(std::uint32_t));
     }
-    dealloc(n.child_block, Node::child_block_bytes(n.cap_child()));
+    retire_block(n.child_block, Node::child_block_bytes(n.cap_child()));
     n.child_block = b;
     n.set_cap_child(cap);
     return true;
@@ -1063,7 +1137,7 @@ class BasicApproxRadixTree {
       std::memcpy(ids, n.tenant_ids(), n.ntenant * sizeof(std::uint32_t));
       std::memcpy(ids + cap, n.claims(), n.ntenant * sizeof(std::uint32_t));
     }
-    free_tenant_block(n);
+    retire_tenant_block(n);
     n.tenants.block = b;
     n.set_cap_tenant(cap);
     return true;
@@ -1267,12 +1341,16 @@ class BasicApproxRadixTree {
 
   // Units-aligned common prefix, in symbols, of `text` and n's fragment.
   static std::size_t common_units(const Node& n, const Symbol* text, std::size_t rem) noexcept {
-    const std::size_t m = std::min<std::size_t>(rem, n.len);
+    return common_units(n.frag, n.len, text, rem);
+  }
+  static std::size_t common_units(const Symbol* frag, std::size_t len, const Symbol* text,
+                                  std::size_t rem) noexcept {
+    const std::size_t m = std::min<std::size_t>(rem, len);
     if (m == 0) return 0;
     const std::size_t b =
-        detail::common_prefix_bytes(text, n.frag, m * sizeof(Symbol)) / sizeof(Symbol);
+        detail::common_prefix_bytes(text, frag, m * sizeof(Symbol)) / sizeof(Symbol);
     if (b == 0) return 0;
-    return Traits::boundary(text, rem, n.frag, n.len, b);
+    return Traits::boundary(text, rem, frag, len, b);
   }
 
   // match_for_tenant / peek_for_tenant: descends only along nodes `tenant`
@@ -1318,6 +1396,154 @@ class BasicApproxRadixTree {
     std::size_t pos;      // symbols matched
     std::size_t matched;  // units matched
     std::size_t start;    // symbols before node's fragment
+  };
+
+  // The descent of match and match_and_insert: optimistic when the section
+  // protects (nothing written on the nodes passed), else, or after a few
+  // failed validations, with lock coupling from the root. Same result
+  // either way: the deepest node locked shared, and with KeepParent its
+  // parent too.
+  template <bool KeepParent>
+  Descent descend_any(const detail::EpochDomain::Section& sec, const Symbol* text,
+                      std::size_t n) noexcept {
+    Descent d;
+    if (sec.protects() && descend_opt<KeepParent>(text, n, d)) return d;
+    root_.lock.lock_shared();
+    return descend<KeepParent>(text, n, [](const Node&) noexcept { return true; });
+  }
+
+  // Walks from the root without taking any lock: each node is read as a
+  // snapshot (the fields it needs, copied, then checked against the node
+  // lock's version, detail/rw_lock.hpp), the text is compared against the
+  // snapshot's fragment, and the child found in the snapshot's block is
+  // checked again before it is followed. Everything the walk may read stays
+  // allocated while the caller's section is open (retire_*). At the end it
+  // locks the parent (with KeepParent) and the node shared and checks that
+  // neither changed since its snapshot; then the result is exactly what a
+  // locked descent would have returned at that moment. Gives up (false)
+  // after kOptimisticTries walks that met a writer.
+  template <bool KeepParent>
+  bool descend_opt(const Symbol* text, std::size_t n, Descent& out) noexcept {
+    for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
+      OptimisticReads ignore;  // the reads race with writers by design
+      Node* x = &root_;
+      Node* parent = nullptr;
+      std::uint32_t vx = x->lock.read_begin();
+      std::uint32_t vp = 0;
+      if (!detail::RwLock::readable(vx)) continue;
+      std::uint32_t xi = kRoot;
+      std::size_t pos = 0;
+      std::size_t matched = 0;
+      std::size_t start = 0;
+      bool retry = false;
+      while (pos < n) {
+        const ChildSnapshot cs = children_of(*x);
+        if (!x->lock.validate(vx)) {
+          retry = true;
+          break;
+        }
+        const std::uint32_t ci = cs.find(Traits::key(text + pos, n - pos));
+        if (!x->lock.validate(vx)) {
+          retry = true;
+          break;
+        }
+        if (ci == kNil) break;
+        Node* c = node(ci);
+        const std::uint32_t vc = c->lock.read_begin();
+        if (!detail::RwLock::readable(vc)) {
+          retry = true;
+          break;
+        }
+        const Symbol* frag = c->frag;
+        const std::uint32_t len = c->len;
+        const std::uint32_t count = c->count;
+        Node tenants;  // ntenant, capacity and entries, for the claim prefetch
+        tenants.ntenant = c->ntenant;
+        tenants.tenant_cap_code = c->tenant_cap_code;
+        tenants.tenants = c->tenants;
+        if (!c->lock.validate(vc)) {
+          retry = true;
+          break;
+        }
+        // The snapshot is consistent, so this reads inside the (possibly
+        // retired, still allocated) block; the index may be stale, which a
+        // prefetch does not mind.
+        if (tenants.ntenant > 0) prefetch_claim(tenants.claims()[0]);
+        parent = x;
+        vp = vx;
+        x = c;
+        vx = vc;
+        xi = ci;
+        start = pos;
+        const std::size_t k = common_units(frag, len, text + pos, n - pos);
+        if (k == len) {
+          pos += k;
+          matched += count;
+          continue;  // the next round validates x again before using it
+        }
+        matched += Traits::count(text + pos, k);
+        pos += k;
+        break;
+      }
+      ignore.end();
+      if (retry) continue;
+      if (KeepParent && parent != nullptr) {
+        parent->lock.lock_shared();
+        if (!parent->lock.same_version(vp)) {
+          parent->lock.unlock_shared();
+          continue;
+        }
+      }
+      x->lock.lock_shared();
+      if (!x->lock.same_version(vx)) {
+        x->lock.unlock_shared();
+        if (KeepParent && parent != nullptr) parent->lock.unlock_shared();
+        continue;
+      }
+      out = {x, KeepParent ? parent : nullptr, xi, pos, matched, start};
+      return true;
+    }
+    return false;
+  }
+
+  static constexpr int kOptimisticTries = 4;
+
+  // A node's children as one optimistic read sees them: copied fields only,
+  // so that nothing is derived from them (not even a pointer) before the
+  // copy is known to be consistent.
+  struct ChildSnapshot {
+    const void* block;
+    std::uint32_t cap;
+    std::uint32_t n;
+    // Requires a validated snapshot.
+    std::uint32_t find(Key k) const noexcept {
+      if (n == 0) return kNil;
+      const auto* keys = static_cast<const Key*>(block);
+      const auto* kids = reinterpret_cast<const std::uint32_t*>(static_cast<const char*>(block) +
+                                                                Node::align4(cap * sizeof(Key)));
+      const auto i = static_cast<std::uint32_t>(std::lower_bound(keys, keys + n, k) - keys);
+      return (i < n && keys[i] == k) ? kids[i] : kNil;
+    }
+  };
+  static ChildSnapshot children_of(const Node& x) noexcept {
+    return {x.child_block, x.cap_child(), x.nchild};
+  }
+
+  // ThreadSanitizer is told to ignore the optimistic reads (they are
+  // checked by the version, not ordered by a lock); every other access of
+  // the descent is checked as usual.
+  struct OptimisticReads {
+#if KVROUTE_TSAN
+    bool on = true;
+    OptimisticReads() noexcept { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); }
+    void end() noexcept {
+      if (on) AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+      on = false;
+    }
+    ~OptimisticReads() { end(); }
+#else
+    void end() noexcept {}
+#endif
   };
 
   void unlock_descent(const Descent& d) noexcept {
@@ -1413,7 +1639,7 @@ class BasicApproxRadixTree {
         lo->frag_kind = frag_kind_for(lo->len);
         std::memcpy(lo->frag, src + k, lo->len * sizeof(Symbol));
         std::memcpy(p.upper_frag, src, k * sizeof(Symbol));
-        free_frag(x.frag, x.len, x.frag_kind);
+        retire_frag(x.frag, x.len, x.frag_kind);
         x.frag = p.upper_frag;
         x.frag_kind = frag_kind_for(k);
         break;
@@ -1817,6 +2043,7 @@ class BasicApproxRadixTree {
   }
 
   std::string check() const {
+    domain_.collect();  // quiescent: everything retired is freed
     auto fail = [](std::string what) { return what; };
     std::size_t nodes = 0, units = 0, symbols = 0, claims = 0, bytes = 0;
     struct Item {
@@ -2006,6 +2233,10 @@ class BasicApproxRadixTree {
   std::atomic<std::size_t> claims_{0};
   std::atomic<std::size_t> registered_{0};
   std::atomic<std::size_t> removed_units_{0};
+  // Last, so destroyed first: what is still retired goes back through
+  // reclaim_retired while the slab and the counters still exist. Mutable:
+  // stats() and check() reclaim before they count.
+  mutable detail::EpochDomain domain_{this, &BasicApproxRadixTree::reclaim_retired};
 };
 
 // Text in UTF-8, counted in code points.

@@ -52,8 +52,8 @@ TEST_CASE("epoch: nothing is reclaimed while a section that may hold it is open"
   {
     EpochDomain::Section writer = d.enter();
     REQUIRE(writer.protects());
-    d.retire(writer, {nullptr, 1, 0});
-    d.retire(writer, {nullptr, 1, 0});
+    d.retire({nullptr, 1, 0});
+    d.retire({nullptr, 1, 0});
   }
   CHECK(d.pending() == 2);
   d.collect();
@@ -73,7 +73,7 @@ TEST_CASE("epoch: a section entered once the epoch has moved on does not hold ba
   EpochDomain::Section early = d.enter();
   {
     EpochDomain::Section w = d.enter();
-    d.retire(w, {nullptr, 1, 0});
+    d.retire({nullptr, 1, 0});
   }
   d.collect();  // the epoch moves on once; `early` stops it there
   CHECK(c.reclaimed == 0);
@@ -90,7 +90,7 @@ TEST_CASE("epoch: a writer's own list is reclaimed as it retires, in batches", "
   // One section per retire, as an insert that splits one node per call.
   for (std::size_t i = 0; i < 10 * EpochDomain::kBatch; ++i) {
     EpochDomain::Section s = d.enter();
-    d.retire(s, {nullptr, 1, 0});
+    d.retire({nullptr, 1, 0});
   }
   // Without any collect(), most of it is already back.
   CHECK(c.reclaimed >= static_cast<int>(8 * EpochDomain::kBatch));
@@ -113,12 +113,14 @@ TEST_CASE("epoch: out of slots, a section is unprotected and retiring still work
   CHECK(d.unprotected() == unprotected);
   EpochDomain::Section extra = d.enter();
   CHECK_FALSE(extra.protects());
-  d.retire(extra, {nullptr, 1, 0});  // to the shared list
+  d.retire({nullptr, 1, 0});  // to the list of one of the thread's open sections
   CHECK(d.pending() == 1);
   held.clear();
   extra.leave();
+  d.retire({nullptr, 1, 0});  // no section open on this thread: the shared list
+  CHECK(d.pending() == 2);
   d.collect();
-  CHECK(c.reclaimed == 1);
+  CHECK(c.reclaimed == 2);
   CHECK(d.pending() == 0);
 }
 
@@ -127,7 +129,7 @@ TEST_CASE("epoch: the destructor reclaims what is still retired", "[epoch]") {
   {
     EpochDomain d(&c, &Counter::reclaim);
     EpochDomain::Section s = d.enter();
-    d.retire(s, {nullptr, 3, 0});
+    d.retire({nullptr, 3, 0});
   }
   CHECK(c.reclaimed == 3);
 }
@@ -141,7 +143,7 @@ TEST_CASE("epoch: moving a section hands over its slot, once", "[epoch]") {
   CHECK(b.protects());
   {
     EpochDomain::Section w = d.enter();
-    d.retire(w, {nullptr, 1, 0});
+    d.retire({nullptr, 1, 0});
   }
   d.collect();
   d.collect();
@@ -177,7 +179,7 @@ TEST_CASE("epoch: concurrent readers never see a reclaimed object", "[epoch][str
       Box* fresh = new Box;
       fresh->value = seed + i;
       Box* old = current.exchange(fresh, std::memory_order_acq_rel);
-      d.retire(s, {old, sizeof(Box), 0});
+      d.retire({old, sizeof(Box), 0});
       if (i % 1000 == 0) {
         s.leave();
         d.collect();

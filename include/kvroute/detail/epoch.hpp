@@ -28,8 +28,9 @@
 // object whose retire list cannot grow (out of memory) is leaked rather than
 // freed early; leaked() counts them.
 //
-// Thread safety: enter, retire (with a section the calling thread holds),
-// collect and the counters may run concurrently from any threads. The
+// Thread safety: enter, retire, collect and the counters may run
+// concurrently from any threads. A section belongs to the thread that
+// entered it: it must be left (or destroyed) on that thread. The
 // destructor reclaims everything still retired and requires that no section
 // is open. The reclaim callback runs on whichever thread reclaims, never
 // while that thread's own section protects the object, and must not call
@@ -41,7 +42,7 @@
 //   {
 //     detail::EpochDomain::Section s = domain.enter();
 //     if (s.protects()) { /* read without locks */ }
-//     domain.retire(s, {ptr, bytes, kind});  // instead of freeing ptr
+//     domain.retire({ptr, bytes, kind});  // instead of freeing ptr
 //   }
 //   domain.collect();  // from the host's periodic maintenance
 
@@ -79,6 +80,8 @@ class EpochDomain {
   static constexpr std::size_t kSlots = 64;
   // Slots an enter() tries, starting from the thread's own.
   static constexpr std::size_t kProbes = 4;
+  // Protected sections one thread may hold at once (over all domains).
+  static constexpr std::size_t kMaxOpen = 4;
   // A slot's list reclaims what it can each time it holds this many more.
   static constexpr std::size_t kBatch = 64;
 
@@ -127,8 +130,13 @@ class EpochDomain {
     std::free(overflow_.items);
   }
 
-  // Enters a section. Never blocks; unprotected when no slot is free.
+  // Enters a section. Never blocks; unprotected when no slot is free (or
+  // the thread already holds kMaxOpen sections).
   Section enter() noexcept {
+    if (tls_open_count == kMaxOpen) {
+      unprotected_.fetch_add(1, std::memory_order_relaxed);
+      return {};
+    }
     const std::size_t home = home_slot();
     for (std::size_t p = 0; p < kProbes; ++p) {
       const std::size_t i = (home + p) % kSlots;
@@ -142,6 +150,7 @@ class EpochDomain {
         // Orders the announcement before every read the section makes, and
         // pairs with the fence in try_advance.
         full_fence();
+        tls_open[tls_open_count++] = {this, i};
         return {this, i};
       }
     }
@@ -150,13 +159,15 @@ class EpochDomain {
   }
 
   // Defers reclaiming `r` until no section that may have seen it is open.
-  // `s` is a section the calling thread holds (protected or not). Never
-  // throws; see leaked() for what happens without memory.
-  void retire(Section& s, Retired r) noexcept {
+  // Goes to the list of a section of this domain the calling thread holds,
+  // else to a shared list under a spin lock. Never throws; see leaked() for
+  // what happens without memory.
+  void retire(Retired r) noexcept {
     full_fence();
     r.epoch = epoch_.load(std::memory_order_relaxed);
-    if (s.protects()) {
-      List& l = slots_[s.slot_];
+    const std::size_t slot = open_slot();
+    if (slot != kNoSlot) {
+      List& l = slots_[slot];
       if (!push(l, r)) return;
       if (l.n >= l.mark + kBatch) {
         try_advance();
@@ -207,6 +218,7 @@ class EpochDomain {
  private:
   // A slot word: kFree, kCollecting (collect() owns the list; not a reader)
   // or reading(e) (a reader entered at epoch e).
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
   static constexpr std::uint64_t kFree = 0;
   static constexpr std::uint64_t kCollecting = 2;
   static constexpr std::uint64_t reading(std::uint64_t e) noexcept { return (e << 1) | 1; }
@@ -218,14 +230,8 @@ class EpochDomain {
   // word instead: stronger (every caller synchronises through it), so such
   // a build checks the algorithm with at least the ordering it relies on.
   void full_fence() noexcept {
-#if defined(__SANITIZE_THREAD__)
+#if KVROUTE_TSAN
     tsan_fence_.fetch_add(0, std::memory_order_seq_cst);
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    tsan_fence_.fetch_add(0, std::memory_order_seq_cst);
-#else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
 #else
     std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
@@ -253,7 +259,23 @@ class EpochDomain {
   }
 
   void leave(std::size_t slot) noexcept {
+    for (std::size_t k = 0; k < tls_open_count; ++k) {
+      if (tls_open[k].domain == this && tls_open[k].slot == slot) {
+        // Keep the order (newest last): sections usually close in reverse.
+        for (std::size_t j = k + 1; j < tls_open_count; ++j) tls_open[j - 1] = tls_open[j];
+        --tls_open_count;
+        break;
+      }
+    }
     slots_[slot].word.store(kFree, std::memory_order_release);
+  }
+
+  // The slot of the newest section of this domain the calling thread holds.
+  std::size_t open_slot() const noexcept {
+    for (std::size_t k = tls_open_count; k-- > 0;) {
+      if (tls_open[k].domain == this) return tls_open[k].slot;
+    }
+    return kNoSlot;
   }
 
   // False (and the object leaked) when the list cannot grow.
@@ -304,6 +326,15 @@ class EpochDomain {
     l.size.store(kept, std::memory_order_relaxed);
     return done;
   }
+
+  // The protected sections the calling thread holds, so that retire() finds
+  // its slot without being handed the section.
+  struct Open {
+    const EpochDomain* domain;
+    std::size_t slot;
+  };
+  static inline thread_local Open tls_open[kMaxOpen] = {};
+  static inline thread_local std::size_t tls_open_count = 0;
 
   void* const owner_;
   const Reclaim reclaim_;

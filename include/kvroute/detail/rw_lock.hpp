@@ -17,6 +17,15 @@
 // and ThreadSanitizer must see its synchronisation, which it cannot for a
 // prebuilt, uninstrumented Abseil.
 //
+// It is also a version counter, for optimistic readers that take no lock:
+// every exclusive hold bumps the version when it ends (unlock, downgrade),
+// so a reader that noted the version before reading a node and finds it
+// unchanged, with no writer in, afterwards read a state no writer touched
+// in between (read_begin / validate; see the radix tree's optimistic
+// descent). The word: bit 31 writer, 30 writer waiting, 29 reader waiting,
+// bits 10-28 the version (wrapping at 2^19), bits 0-9 the readers (at most
+// 1023 at once; a further reader waits as if a writer were waiting).
+//
 // Not recursive. Not fair between readers and writers beyond "a waiting
 // writer blocks new readers".
 //
@@ -43,7 +52,7 @@ class RwLock {
   // or one read-modify-write) and leaves the rest out of line.
   void lock_shared() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
-    if (KVROUTE_LIKELY((s & (kWriter | kWriterWaiting)) == 0) &&
+    if (KVROUTE_LIKELY(may_share(s)) &&
         state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
                                      std::memory_order_relaxed)) {
       return;
@@ -60,8 +69,8 @@ class RwLock {
   }
 
   void lock() noexcept {
-    std::uint32_t s = 0;
-    if (KVROUTE_LIKELY(state_.compare_exchange_weak(s, kWriter, std::memory_order_acquire,
+    std::uint32_t s = state_.load(std::memory_order_relaxed) & kVersionMask;
+    if (KVROUTE_LIKELY(state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire,
                                                     std::memory_order_relaxed))) {
       return;
     }
@@ -72,9 +81,11 @@ class RwLock {
     KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
                    "RwLock: unlock without the writer");
     // Sleepers (either bit) are woken and set their bit again if they must
-    // wait on; without any, no system call.
-    const std::uint32_t prev =
-        state_.fetch_and(~(kWriter | kReaderWaiting), std::memory_order_release);
+    // wait on; without any, no system call. The version moves on.
+    std::uint32_t prev = state_.load(std::memory_order_relaxed);
+    while (!state_.compare_exchange_weak(prev, bumped(prev & ~(kWriter | kReaderWaiting)),
+                                         std::memory_order_release, std::memory_order_relaxed)) {
+    }
     if (KVROUTE_UNLIKELY((prev & (kWriterWaiting | kReaderWaiting)) != 0)) state_.notify_all();
   }
 
@@ -84,17 +95,52 @@ class RwLock {
     KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
                    "RwLock: downgrade without the writer");
     std::uint32_t s = state_.load(std::memory_order_relaxed);
-    while (!state_.compare_exchange_weak(s, (s & ~(kWriter | kReaderWaiting)) + 1,
+    while (!state_.compare_exchange_weak(s, bumped(s & ~(kWriter | kReaderWaiting)) + 1,
                                          std::memory_order_release, std::memory_order_relaxed)) {
     }
     if (KVROUTE_UNLIKELY((s & kReaderWaiting) != 0)) state_.notify_all();
   }
 
+  // Optimistic reads. read_begin() returns a token; if no writer holds the
+  // lock (readable(token)), reads made after it and checked by
+  // validate(token) saw a state that no exclusive hold changed meanwhile.
+  // The reads themselves race with writers by design: they must be copies
+  // that are used only once validated (and of memory that stays allocated,
+  // see detail/epoch.hpp).
+  std::uint32_t read_begin() const noexcept { return state_.load(std::memory_order_acquire); }
+  static bool readable(std::uint32_t token) noexcept { return (token & kWriter) == 0; }
+  bool validate(std::uint32_t token) const noexcept {
+#if KVROUTE_TSAN
+    // No fence under TSan (config.hpp); an acquire load keeps the earlier
+    // reads before it on x86, which is what such a build runs on.
+    return unchanged(state_.load(std::memory_order_acquire), token);
+#else
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return unchanged(state_.load(std::memory_order_relaxed), token);
+#endif
+  }
+  // For a caller that holds the lock shared (no writer can be in): has any
+  // exclusive hold ended since `token` was read?
+  bool same_version(std::uint32_t token) const noexcept {
+    return ((state_.load(std::memory_order_relaxed) ^ token) & kVersionMask) == 0;
+  }
+
  private:
+  static bool unchanged(std::uint32_t s, std::uint32_t token) noexcept {
+    return (s & kWriter) == 0 && ((s ^ token) & kVersionMask) == 0;
+  }
+  static bool may_share(std::uint32_t s) noexcept {
+    return (s & (kWriter | kWriterWaiting)) == 0 && (s & kReaderMask) != kReaderMask;
+  }
+  // s with the version moved on by one (wrapping inside its bits).
+  static std::uint32_t bumped(std::uint32_t s) noexcept {
+    return (s & ~kVersionMask) | ((s + kVersionOne) & kVersionMask);
+  }
+
   KVROUTE_NOINLINE void lock_shared_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
-      if ((s & (kWriter | kWriterWaiting)) == 0) {
+      if (may_share(s)) {
         if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
                                          std::memory_order_relaxed)) {
           return;
@@ -118,10 +164,11 @@ class RwLock {
   KVROUTE_NOINLINE void lock_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
-      if ((s & ~(kWriterWaiting | kReaderWaiting)) == 0) {
-        // Free (perhaps with waiters): take it, keeping the readers' bit.
-        // Other waiting writers set the writers' bit again when they wake.
-        if (state_.compare_exchange_weak(s, kWriter | (s & kReaderWaiting),
+      if ((s & ~(kWriterWaiting | kReaderWaiting | kVersionMask)) == 0) {
+        // Free (perhaps with waiters): take it, keeping the readers' bit and
+        // the version. Other waiting writers set the writers' bit again when
+        // they wake.
+        if (state_.compare_exchange_weak(s, kWriter | (s & (kReaderWaiting | kVersionMask)),
                                          std::memory_order_acquire, std::memory_order_relaxed)) {
           return;
         }
@@ -142,7 +189,9 @@ class RwLock {
   static constexpr std::uint32_t kWriter = 1u << 31;
   static constexpr std::uint32_t kWriterWaiting = 1u << 30;
   static constexpr std::uint32_t kReaderWaiting = 1u << 29;
-  static constexpr std::uint32_t kReaderMask = kReaderWaiting - 1;
+  static constexpr std::uint32_t kReaderMask = (1u << 10) - 1;
+  static constexpr std::uint32_t kVersionOne = 1u << 10;
+  static constexpr std::uint32_t kVersionMask = kReaderWaiting - kVersionOne;
 
   std::atomic<std::uint32_t> state_{0};
 };
