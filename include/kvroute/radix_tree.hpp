@@ -154,9 +154,9 @@
 // What an operation unlinks while other threads may be reading it (a
 // split's old fragment, a grown block's old copy, an evicted node) stays
 // allocated, and counted in stats().bytes, until no such reader is left:
-// every eviction call and stats() free what has become free, and a thread
-// frees its own retired objects every 64. With no concurrent readers,
-// stats() therefore sees nothing of it.
+// evict(), evict_tenant(), remove_tenant() and stats() free what has become
+// free, and each list of retired objects is reclaimed every 64 it receives.
+// With no concurrent readers, stats() therefore sees nothing of it.
 //
 // Invalidation: nothing returned refers into the tree. The RadixCandidates
 // view passed to a chooser (or a match_and_insert rule) is valid only during
@@ -693,11 +693,11 @@ class BasicApproxRadixTree {
     TenantState* ts = find_state(tenant);
     if (ts == nullptr) return {};
     std::lock_guard<std::mutex> m(ts->maint_mu);
-    const EvictResult r = evict_loop(*ts, [recency](const TenantState&, const Claim& c) {
+    // No collect() here (feedback may come with every request): what this
+    // retires is freed by the domain's own batches and by maintenance.
+    return evict_loop(*ts, [recency](const TenantState&, const Claim& c) {
       return c.recency.load(std::memory_order_relaxed) < recency;
     });
-    domain_.collect();
-    return r;
   }
 
   // Removes `tenant` from every node, the root included, and forgets its

@@ -200,3 +200,13 @@ TEST_CASE("epoch: concurrent readers never see a reclaimed object", "[epoch][str
   CHECK(d.pending() == 0);  // no reader left: everything retired is back
   delete current.load();
 }
+
+TEST_CASE("epoch: objects retired outside any section are reclaimed in batches too", "[epoch]") {
+  Counter c;
+  EpochDomain d(&c, &Counter::reclaim);
+  // A thread with no section open (as an eviction) retires to the shared
+  // list; without a single collect() that list still gets reclaimed.
+  for (std::size_t i = 0; i < 10 * EpochDomain::kBatch; ++i) d.retire({nullptr, 1, 0});
+  CHECK(c.reclaimed >= static_cast<int>(8 * EpochDomain::kBatch));
+  CHECK(d.pending() + static_cast<std::size_t>(c.reclaimed) == 10 * EpochDomain::kBatch);
+}

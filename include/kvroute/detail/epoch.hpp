@@ -6,10 +6,11 @@
 // may walk a structure without holding locks while writers unlink parts of
 // it. A writer that unlinks an object does not free it; it retires it, and
 // the domain hands it back to its owner (a callback) only once every reader
-// that could still hold it has left. It is the groundwork for optimistic
-// (lock-free) descents in the radix tree, where a match then writes nothing
-// on the nodes it passes; see benchmarks/README.md, "Two threads: what this
-// machine allows", for why.
+// that could still hold it has left. The radix tree's optimistic descent
+// rests on it: a match takes no lock on the nodes it passes (and so writes
+// nothing on them), so nothing it may be reading can be freed under it;
+// see radix_tree.hpp ("How") and benchmarks/README.md ("Two threads: what
+// this machine allows") for why.
 //
 // How: a global epoch and a fixed number of slots, each on a cache line of
 // its own. A reader enters a section by claiming a free slot (a
@@ -24,7 +25,8 @@
 // No hidden threads and no waiting: if no slot is free (more concurrent
 // readers than slots), enter() returns an unprotected section and the caller
 // takes its locked path instead; reclamation happens in retire() (every
-// kBatch objects) and in collect(), which a host's maintenance call runs. An
+// kBatch objects a list receives) and in collect(), which a host's
+// maintenance call runs. An
 // object whose retire list cannot grow (out of memory) is leaked rather than
 // freed early; leaked() counts them.
 //
@@ -177,7 +179,12 @@ class EpochDomain {
       return;
     }
     std::lock_guard<SpinMutex> g(overflow_mu_);
-    push(overflow_, r);
+    if (!push(overflow_, r)) return;
+    if (overflow_.n >= overflow_.mark + kBatch) {  // bounded without collect() too
+      try_advance();
+      reclaim_expired(overflow_);
+      overflow_.mark = overflow_.n;
+    }
   }
 
   // Advances the epoch if it can and reclaims what has expired in every

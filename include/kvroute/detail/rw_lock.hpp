@@ -72,9 +72,11 @@ class RwLock {
     std::uint32_t s = state_.load(std::memory_order_relaxed) & kVersionMask;
     if (KVROUTE_LIKELY(state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire,
                                                     std::memory_order_relaxed))) {
+      writer_entered();
       return;
     }
     lock_slow();
+    writer_entered();
   }
 
   void unlock() noexcept {
@@ -126,6 +128,15 @@ class RwLock {
   }
 
  private:
+  // The writer bit must be visible before any write the holder makes, or
+  // an optimistic reader could see a new field with the old version (the
+  // seqlock writer's fence; free on x86, where the compare-exchange
+  // already orders it, and left out under TSan, see config.hpp).
+  static void writer_entered() noexcept {
+#if !KVROUTE_TSAN
+    std::atomic_thread_fence(std::memory_order_release);
+#endif
+  }
   static bool unchanged(std::uint32_t s, std::uint32_t token) noexcept {
     return (s & kWriter) == 0 && ((s ^ token) & kVersionMask) == 0;
   }
