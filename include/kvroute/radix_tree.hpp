@@ -1028,11 +1028,6 @@ class BasicApproxRadixTree {
     set_frag_header(f, h);
     return f;
   }
-  // Bytes the buffer behind a fragment holds.
-  static std::size_t frag_bytes(const Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
-    if (f == nullptr) return 0;
-    return kind == detail::kFragPlain ? len * sizeof(Symbol) : frag_header(f).total;
-  }
   // --- deferred frees --------------------------------------------------------
   //
   // What an optimistic descent may be reading (see descend_opt) is retired
@@ -2072,7 +2067,7 @@ class BasicApproxRadixTree {
       if (n->ntenant > n->cap_tenant()) return fail("more tenants than capacity");
       units += n->count;
       symbols += n->len;
-      bytes += frag_bytes(n->frag, n->len, n->frag_kind);
+      if (n->frag != nullptr) bytes += frag_buffer(n->frag, n->len, n->frag_kind).bytes;
       if (n->frag != nullptr && n->frag_kind == detail::kFragInBuffer) {
         const FragHeader h = frag_header(n->frag);
         const std::size_t live = n->len * sizeof(Symbol);
