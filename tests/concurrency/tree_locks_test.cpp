@@ -141,7 +141,11 @@ TEST_CASE("tree locks: an optimistic reader never accepts a half-written pair", 
   std::atomic<int> torn{0};
   std::atomic<long> accepted{0};
   std::thread writer([&] {
-    for (std::uint64_t i = 1; i <= 200000; ++i) {
+    // At least 200,000 holds, and on until the readers have accepted some
+    // snapshots: on a loaded machine the readers may not be scheduled
+    // before 200,000 holds are over (the cap only bounds a broken lock).
+    for (std::uint64_t i = 1;
+         i <= 200000 || (accepted.load(std::memory_order_relaxed) < 100 && i < 20000000); ++i) {
       l.lock();
       a.store(i, std::memory_order_relaxed);
       b.store(i, std::memory_order_relaxed);
@@ -150,7 +154,6 @@ TEST_CASE("tree locks: an optimistic reader never accepts a half-written pair", 
     stop = true;
   });
   run_threads(2, [&](int) {
-    long ok = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       const std::uint32_t t = l.read_begin();
       if (!kvroute::detail::RwLock::readable(t)) continue;
@@ -158,9 +161,8 @@ TEST_CASE("tree locks: an optimistic reader never accepts a half-written pair", 
       const std::uint64_t y = b.load(std::memory_order_relaxed);
       if (!l.validate(t)) continue;
       if (x != y) torn.fetch_add(1);
-      ++ok;
+      accepted.fetch_add(1, std::memory_order_relaxed);
     }
-    accepted.fetch_add(ok);
   });
   writer.join();
   CHECK(torn == 0);
