@@ -1407,16 +1407,17 @@ class BasicApproxRadixTree {
     return descend<KeepParent>(text, n, [](const Node&) noexcept { return true; });
   }
 
-  // Walks from the root without taking any lock: each node is read as a
-  // snapshot (the fields it needs, copied, then checked against the node
-  // lock's version, detail/rw_lock.hpp), the text is compared against the
-  // snapshot's fragment, and the child found in the snapshot's block is
-  // checked again before it is followed. Everything the walk may read stays
-  // allocated while the caller's section is open (retire_*). At the end it
-  // locks the parent (with KeepParent) and the node shared and checks that
-  // neither changed since its snapshot; then the result is exactly what a
-  // locked descent would have returned at that moment. Gives up (false)
-  // after kOptimisticTries walks that met a writer.
+  // Walks from the root without taking any lock: each node is read once, as
+  // a snapshot (its fields copied into a local Node, then checked against
+  // the node lock's version, detail/rw_lock.hpp), the text is compared
+  // against the snapshot's fragment, and the child found in the snapshot's
+  // block is checked against the version again before it is followed.
+  // Everything the walk may read stays allocated while the caller's section
+  // is open (retire_*). At the end it locks the parent (with KeepParent) and
+  // the node shared and checks that neither changed since its snapshot;
+  // then the result is exactly what a locked descent would have returned at
+  // that moment. Gives up (false) after kOptimisticTries walks that met a
+  // writer.
   template <bool KeepParent>
   bool descend_opt(const Symbol* text, std::size_t n, Descent& out) noexcept {
     for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
@@ -1426,18 +1427,19 @@ class BasicApproxRadixTree {
       std::uint32_t vx = x->lock.read_begin();
       std::uint32_t vp = 0;
       if (!detail::RwLock::readable(vx)) continue;
+      Node s;  // x's snapshot
+      snapshot(*x, s);
+      if (!x->lock.validate(vx)) continue;
       std::uint32_t xi = kRoot;
       std::size_t pos = 0;
       std::size_t matched = 0;
       std::size_t start = 0;
       bool retry = false;
       while (pos < n) {
-        const ChildSnapshot cs = children_of(*x);
-        if (!x->lock.validate(vx)) {
-          retry = true;
-          break;
-        }
-        const std::uint32_t ci = cs.find(Traits::key(text + pos, n - pos));
+        // The snapshot is consistent, so this reads inside the (possibly
+        // retired, still allocated) block; the check after it says whether
+        // what it read is still x's.
+        const std::uint32_t ci = s.find_child(Traits::key(text + pos, n - pos));
         if (!x->lock.validate(vx)) {
           retry = true;
           break;
@@ -1449,32 +1451,24 @@ class BasicApproxRadixTree {
           retry = true;
           break;
         }
-        const Symbol* frag = c->frag;
-        const std::uint32_t len = c->len;
-        const std::uint32_t count = c->count;
-        Node tenants;  // ntenant, capacity and entries, for the claim prefetch
-        tenants.ntenant = c->ntenant;
-        tenants.tenant_cap_code = c->tenant_cap_code;
-        tenants.tenants = c->tenants;
+        snapshot(*c, s);
         if (!c->lock.validate(vc)) {
           retry = true;
           break;
         }
-        // The snapshot is consistent, so this reads inside the (possibly
-        // retired, still allocated) block; the index may be stale, which a
-        // prefetch does not mind.
-        if (tenants.ntenant > 0) prefetch_claim(tenants.claims()[0]);
+        // The index may be stale, which a prefetch does not mind.
+        if (s.ntenant > 0) prefetch_claim(s.claims()[0]);
         parent = x;
         vp = vx;
         x = c;
         vx = vc;
         xi = ci;
         start = pos;
-        const std::size_t k = common_units(frag, len, text + pos, n - pos);
-        if (k == len) {
+        const std::size_t k = common_units(s.frag, s.len, text + pos, n - pos);
+        if (k == s.len) {
           pos += k;
-          matched += count;
-          continue;  // the next round validates x again before using it
+          matched += s.count;
+          continue;  // the next round validates x again after its find
         }
         matched += Traits::count(text + pos, k);
         pos += k;
@@ -1503,25 +1497,19 @@ class BasicApproxRadixTree {
 
   static constexpr int kOptimisticTries = 4;
 
-  // A node's children as one optimistic read sees them: copied fields only,
-  // so that nothing is derived from them (not even a pointer) before the
-  // copy is known to be consistent.
-  struct ChildSnapshot {
-    const void* block;
-    std::uint32_t cap;
-    std::uint32_t n;
-    // Requires a validated snapshot.
-    std::uint32_t find(Key k) const noexcept {
-      if (n == 0) return kNil;
-      const auto* keys = static_cast<const Key*>(block);
-      const auto* kids = reinterpret_cast<const std::uint32_t*>(static_cast<const char*>(block) +
-                                                                Node::align4(cap * sizeof(Key)));
-      const auto i = static_cast<std::uint32_t>(std::lower_bound(keys, keys + n, k) - keys);
-      return (i < n && keys[i] == k) ? kids[i] : kNil;
-    }
-  };
-  static ChildSnapshot children_of(const Node& x) noexcept {
-    return {x.child_block, x.cap_child(), x.nchild};
+  // The fields an optimistic read uses, copied (not the lock): nothing is
+  // derived from them, not even a pointer, before the copy is known to be
+  // consistent; after that the node's own accessors work on the copy.
+  static void snapshot(const Node& from, Node& to) noexcept {
+    to.len = from.len;
+    to.count = from.count;
+    to.nchild = from.nchild;
+    to.ntenant = from.ntenant;
+    to.child_cap_code = from.child_cap_code;
+    to.tenant_cap_code = from.tenant_cap_code;
+    to.frag = from.frag;
+    to.child_block = from.child_block;
+    to.tenants = from.tenants;
   }
 
   // ThreadSanitizer is told to ignore the optimistic reads (they are
