@@ -224,6 +224,7 @@
 #include "kvroute/config.hpp"
 #include "kvroute/detail/epoch.hpp"
 #include "kvroute/detail/radix_node.hpp"
+#include "kvroute/detail/striped.hpp"
 
 #if KVROUTE_TSAN
 // ThreadSanitizer's runtime (dynamic annotations): the optimistic descent's
@@ -777,11 +778,11 @@ class BasicApproxRadixTree {
   RadixTreeStats stats() const noexcept {
     domain_.collect();
     RadixTreeStats s;
-    s.nodes = nodes_.load(std::memory_order_relaxed) + 1;
-    s.bytes = bytes_.load(std::memory_order_relaxed) + pool_.bytes();
-    s.units = units_.load(std::memory_order_relaxed);
-    s.symbols = symbols_.load(std::memory_order_relaxed);
-    s.claims = claims_.load(std::memory_order_relaxed);
+    s.nodes = counts(kNodes) + 1;
+    s.bytes = counts(kBytes) + pool_.bytes();
+    s.units = counts(kUnits);
+    s.symbols = counts(kSymbols);
+    s.claims = counts(kClaims);
     s.tenants = registered_.load(std::memory_order_relaxed);
     s.clock = clock_.load(std::memory_order_relaxed);
     s.removed_units = removed_units_.load(std::memory_order_relaxed);
@@ -861,7 +862,9 @@ class BasicApproxRadixTree {
 
   // Per-tenant state; allocated on the tenant's first insert and kept (and
   // reused) until the tree is destroyed, so a pointer to it never dangles.
-  struct TenantState {
+  // Every insert for the tenant writes it, so it takes whole lines
+  // (alloc_line_aligned): inserts for two tenants do not share one.
+  struct alignas(detail::kCacheLine) TenantState {
     explicit TenantState(TenantId i) noexcept : id(i) {}
     const TenantId id;
     detail::SpinMutex lru_mu;             // guards head, tail and every claim's links
@@ -926,17 +929,30 @@ class BasicApproxRadixTree {
     return RadixCandidates(x.tenant_ids(), x.claims(), &pool_, x.ntenant);
   }
 
+  // --- counters ----------------------------------------------------------------
+
+  enum Count : std::size_t { kBytes, kNodes, kUnits, kSymbols, kClaims, kCounts };
+  std::size_t counts(Count c) const noexcept { return counts_.load(c); }
+
   // --- allocation, every byte counted -------------------------------------
 
   void* alloc(std::size_t n) noexcept {
     void* p = std::malloc(n);
-    if (p != nullptr) bytes_.fetch_add(n, std::memory_order_relaxed);
+    if (p != nullptr) counts_.add(kBytes, n);
+    return p;
+  }
+  // For an object that threads write (n a multiple of the line size): on
+  // lines of its own, so that writing it does not take a neighbour's line
+  // from another thread.
+  void* alloc_line_aligned(std::size_t n) noexcept {
+    void* p = std::aligned_alloc(detail::kCacheLine, n);
+    if (p != nullptr) counts_.add(kBytes, n);
     return p;
   }
   void dealloc(void* p, std::size_t n) noexcept {
     if (p == nullptr) return;
     std::free(p);
-    bytes_.fetch_sub(n, std::memory_order_relaxed);
+    counts_.sub(kBytes, n);
   }
   // kNil when out of memory.
   std::uint32_t new_node() noexcept {
@@ -963,7 +979,7 @@ class BasicApproxRadixTree {
   }
   void free_claim(std::uint32_t c) noexcept {
     pool_.release(c, 1);
-    claims_.fetch_sub(1, std::memory_order_relaxed);
+    counts_.sub(kClaims, 1);
   }
   // Frees a node that was never linked (no stats to undo).
   void discard_node(std::uint32_t i) noexcept {
@@ -973,9 +989,9 @@ class BasicApproxRadixTree {
   void free_node(std::uint32_t i) noexcept {
     Node* n = node(i);
     KVROUTE_ASSERT(n->ntenant == 0, "radix tree: freeing a node with tenants");
-    nodes_.fetch_sub(1, std::memory_order_relaxed);
-    units_.fetch_sub(n->count, std::memory_order_relaxed);
-    symbols_.fetch_sub(n->len, std::memory_order_relaxed);
+    counts_.sub(kNodes, 1);
+    counts_.sub(kUnits, n->count);
+    counts_.sub(kSymbols, n->len);
     retire_frag(n->frag, n->len, n->frag_kind);
     retire_block(n->child_block, Node::child_block_bytes(n->cap_child()));
     retire_tenant_block(*n);
@@ -1236,7 +1252,8 @@ class BasicApproxRadixTree {
     std::atomic<TenantState*>& slot = leaf->slot[t & 0xFFu];
     TenantState* cur = slot.load(std::memory_order_acquire);
     if (cur != nullptr) return cur;
-    void* p = alloc(sizeof(TenantState));
+    static_assert(sizeof(TenantState) % detail::kCacheLine == 0);
+    void* p = alloc_line_aligned(sizeof(TenantState));
     if (p == nullptr) return nullptr;
     auto* fresh = new (p) TenantState(t);
     if (!slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
@@ -1684,8 +1701,8 @@ class BasicApproxRadixTree {
       mc->recency.store(oc->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
       ts->listed.fetch_add(1, std::memory_order_relaxed);
     }
-    claims_.fetch_add(lo->ntenant, std::memory_order_relaxed);
-    nodes_.fetch_add(1, std::memory_order_relaxed);
+    counts_.add(kClaims, lo->ntenant);
+    counts_.add(kNodes, 1);
   }
 
   // After an insert of ts's tenant: the reactive eviction to
@@ -1729,7 +1746,7 @@ class BasicApproxRadixTree {
     }
     claim(c)->node = kRoot;
     add_tenant_entry(root_, ts.id, c);
-    claims_.fetch_add(1, std::memory_order_relaxed);
+    counts_.add(kClaims, 1);
     ts.registered.store(true, std::memory_order_relaxed);
     registered_.fetch_add(1, std::memory_order_relaxed);
     return c;
@@ -1875,7 +1892,7 @@ class BasicApproxRadixTree {
           cc->node = xi;
           cc->up = pc;
           add_tenant_entry(*x, t, c);
-          claims_.fetch_add(1, std::memory_order_relaxed);
+          counts_.add(kClaims, 1);
           std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
           link_below(ts, c);  // stamped with the whole path at the end
           ts.size.fetch_add(x->count, std::memory_order_relaxed);
@@ -1899,10 +1916,10 @@ class BasicApproxRadixTree {
           lcc->up = xc;
           add_tenant_entry(*leaf, t, lc);
           add_child(*x, Traits::key(leaf->frag, leaf->len), li);
-          nodes_.fetch_add(1, std::memory_order_relaxed);
-          units_.fetch_add(leaf->count, std::memory_order_relaxed);
-          symbols_.fetch_add(leaf->len, std::memory_order_relaxed);
-          claims_.fetch_add(1, std::memory_order_relaxed);
+          counts_.add(kNodes, 1);
+          counts_.add(kUnits, leaf->count);
+          counts_.add(kSymbols, leaf->len);
+          counts_.add(kClaims, 1);
           {
             std::lock_guard<detail::SpinMutex> g(ts.lru_mu);
             link_below(ts, lc);
@@ -2143,11 +2160,11 @@ class BasicApproxRadixTree {
       listed_total += ts->listed.load();
     }
     if (listed_total + root_.ntenant != claims) return fail("claims in nodes != claims listed");
-    if (nodes != nodes_.load()) return fail("node count is wrong");
+    if (nodes != counts(kNodes)) return fail("node count is wrong");
 
-    if (units != units_.load()) return fail("unit count is wrong");
-    if (symbols != symbols_.load()) return fail("symbol count is wrong");
-    if (claims != claims_.load()) return fail("claim count is wrong");
+    if (units != counts(kUnits)) return fail("unit count is wrong");
+    if (symbols != counts(kSymbols)) return fail("symbol count is wrong");
+    if (claims != counts(kClaims)) return fail("claim count is wrong");
     if (2 * nodes + claims != pool_.live()) return fail("units in the slab != nodes and claims");
     for (const auto& top : top_) {
       const TenantMid* mid = top.load();
@@ -2157,8 +2174,8 @@ class BasicApproxRadixTree {
         if (leaf.load() != nullptr) bytes += sizeof(TenantLeaf);
       }
     }
-    if (bytes != bytes_.load()) {
-      return fail("bytes: counted " + std::to_string(bytes_.load()) + " but structure holds " +
+    if (bytes != counts(kBytes)) {
+      return fail("bytes: counted " + std::to_string(counts(kBytes)) + " but structure holds " +
                   std::to_string(bytes));
     }
     return {};
@@ -2201,25 +2218,30 @@ class BasicApproxRadixTree {
     }
   }
 
+  // Laid out by who writes what, so that two threads routing at once do not
+  // take cache lines from each other for data neither of them changed: the
+  // root (read by every descent), the slab's directory (read on every node
+  // access), the tenant directory, the clock (one increment per stamp) and
+  // the counters (per-thread stripes) each start a line of their own.
   const std::size_t budget_;
-  Node root_;
+  alignas(detail::kCacheLine) Node root_;
   // Every non-root node and every claim (destroyed after destroy() has
   // freed what the nodes own outside them).
   detail::RadixSlab pool_;
-  std::atomic<TenantMid*> top_[256] = {};
+  alignas(detail::kCacheLine) std::atomic<TenantMid*> top_[256] = {};
   std::atomic<TenantState*> registry_{nullptr};
-  std::atomic<std::uint64_t> clock_{0};
-  std::atomic<std::size_t> bytes_{0};  // malloc'ed bytes; the slabs count their own
-  std::atomic<std::size_t> nodes_{0};  // non-root
-  std::atomic<std::size_t> units_{0};
-  std::atomic<std::size_t> symbols_{0};
-  std::atomic<std::size_t> claims_{0};
+  alignas(detail::kCacheLine) std::atomic<std::uint64_t> clock_{0};
+  // Written by every insert: one stripe per thread (detail/striped.hpp).
+  // kBytes counts malloc'ed bytes (the slab counts its own); kNodes the
+  // non-root nodes.
+  detail::StripedCounters<kCounts> counts_;
   std::atomic<std::size_t> registered_{0};
   std::atomic<std::size_t> removed_units_{0};
   // Last, so destroyed first: what is still retired goes back through
   // reclaim_retired while the slab and the counters still exist. Mutable:
   // stats() and check() reclaim before they count.
-  mutable detail::EpochDomain domain_{this, &BasicApproxRadixTree::reclaim_retired};
+  alignas(detail::kCacheLine) mutable detail::EpochDomain domain_{
+      this, &BasicApproxRadixTree::reclaim_retired};
 };
 
 // Text in UTF-8, counted in code points.

@@ -60,6 +60,7 @@
 
 #include "kvroute/config.hpp"
 #include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/striped.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 namespace detail {
@@ -254,16 +255,12 @@ class EpochDomain {
     std::atomic<std::size_t> size{0};
   };
   // The list is used only by whoever holds the slot (a reader, or collect()).
-  struct alignas(64) Slot : List {
+  struct alignas(kCacheLine) Slot : List {
     std::atomic<std::uint64_t> word{kFree};
   };
 
   // Spreads threads over the slots: the n-th thread to ask starts at slot n.
-  static std::size_t home_slot() noexcept {
-    static std::atomic<std::size_t> next{0};
-    thread_local const std::size_t kMine = next.fetch_add(1, std::memory_order_relaxed);
-    return kMine % kSlots;
-  }
+  static std::size_t home_slot() noexcept { return thread_ordinal() % kSlots; }
 
   void leave(std::size_t slot) noexcept {
     for (std::size_t k = 0; k < tls_open_count; ++k) {
@@ -345,7 +342,7 @@ class EpochDomain {
 
   void* const owner_;
   const Reclaim reclaim_;
-  alignas(64) std::atomic<std::uint64_t> epoch_{1};
+  alignas(kCacheLine) std::atomic<std::uint64_t> epoch_{1};
   Slot slots_[kSlots];
   SpinMutex overflow_mu_;
   List overflow_;  // retired from unprotected sections; under overflow_mu_

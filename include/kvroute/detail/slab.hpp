@@ -44,6 +44,7 @@
 
 #include "kvroute/config.hpp"
 #include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/striped.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 namespace detail {
@@ -178,14 +179,19 @@ class UnitSlab {
     return true;
   }
 
-  SpinMutex mu_;
-  std::atomic<Dir*> dir_{nullptr};
+  // Read on every at() (every node and claim the tree touches), so on a
+  // line of its own: the state below it is written on every alloc and
+  // release, by every inserting thread.
+  alignas(kCacheLine) std::atomic<Dir*> dir_{nullptr};
+  alignas(kCacheLine) SpinMutex mu_;
   std::uint32_t chunks_ = 0;  // under mu_
   std::uint32_t next_ = 0;    // first never-used unit; under mu_
   // Free blocks of one and of two units, linked through their first bytes.
   std::uint32_t free_[2] = {kNilIndex, kNilIndex};  // under mu_
   std::atomic<std::size_t> live_{0};                // written under mu_
   std::atomic<std::size_t> bytes_{0};
+  // Nor does the written state share a line with what follows the slab.
+  char pad_[kCacheLine] = {};
 };
 
 }  // namespace detail
