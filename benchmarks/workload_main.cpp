@@ -4,7 +4,7 @@
 // implementation's replay tool.
 //
 //   kvroute_workload SHAPE [-n N] [--seed S] [--stats]
-//     SHAPE    chat | chat_mixed | batch | branchy
+//     SHAPE    chat | chat_mixed | chat_wide | batch | branchy
 //     -n N     number of requests (default 20000)
 //     --seed S generator seed (default 1)
 //     --stats  also print one line of JSON with the shape's statistics to
@@ -26,11 +26,11 @@
 namespace {
 
 int usage(const char* msg) {
-  std::fprintf(
-      stderr,
-      "kvroute_workload: %s\n"
-      "usage: kvroute_workload chat|chat_mixed|batch|branchy [-n N] [--seed S] [--stats]\n",
-      msg);
+  std::fprintf(stderr,
+               "kvroute_workload: %s\n"
+               "usage: kvroute_workload chat|chat_mixed|chat_wide|batch|branchy [-n N] [--seed S] "
+               "[--stats]\n",
+               msg);
   return 2;
 }
 
@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
       return usage(("unknown or incomplete argument: " + std::string(a)).c_str());
     }
   }
-  if (shape != "chat" && shape != "chat_mixed" && shape != "batch" && shape != "branchy") {
+  if (shape != "chat" && shape != "chat_mixed" && shape != "chat_wide" && shape != "batch" &&
+      shape != "branchy") {
     return usage(("unknown shape: " + std::string(shape)).c_str());
   }
   std::vector<std::string> reqs = kvbench::make_workload(shape, static_cast<std::size_t>(n), seed);

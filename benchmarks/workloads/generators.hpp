@@ -7,7 +7,10 @@
 //              reply + a new user message. 48 conversations are active at a
 //              time; each step advances a random one (so turns interleave
 //              as they would at a router), and a conversation that has had
-//              its 2-12 turns is replaced by a new one.
+//              its 2-12 turns is replaced by a new one. `chat_wide`: the
+//              same with 2,000 conversations active (a busier router: a
+//              conversation's history is no longer in one core's cache
+//              when its next turn comes).
 //   * batch:   unique prompts (offline batch jobs): random words, 256 B to
 //              4 KB, nothing shared on purpose.
 //   * branchy: agent fan-out: 8 root contexts (0.5-2 KB); every other
@@ -72,11 +75,10 @@ class TextGen {
 };
 
 // (a) Multi-turn chat with shared system prompts.
-inline std::vector<std::string> make_chat(std::size_t n, std::uint64_t seed = 1,
-                                          bool mixed = false) {
+inline std::vector<std::string> make_chat(std::size_t n, std::uint64_t seed = 1, bool mixed = false,
+                                          std::size_t concurrent = 48) {
   TextGen g(0x6368617400000000ull ^ seed, mixed);
   constexpr std::size_t kSystemPrompts = 6;
-  constexpr std::size_t kActive = 48;
   std::vector<std::string> system;
   for (std::size_t i = 0; i < kSystemPrompts; ++i) {
     system.push_back("<|system|>\n" + g.words(1024, 4096));
@@ -93,11 +95,11 @@ inline std::vector<std::string> make_chat(std::size_t n, std::uint64_t seed = 1,
     return c;
   };
   std::vector<Conversation> active;
-  for (std::size_t i = 0; i < kActive; ++i) active.push_back(fresh());
+  for (std::size_t i = 0; i < concurrent; ++i) active.push_back(fresh());
   std::vector<std::string> out;
   out.reserve(n);
   while (out.size() < n) {
-    Conversation& c = active[static_cast<std::size_t>(g.next() % kActive)];
+    Conversation& c = active[static_cast<std::size_t>(g.next() % concurrent)];
     if (c.text.empty()) {
       c.text = system[c.system];
     } else {
@@ -146,11 +148,13 @@ inline std::vector<std::string> make_branchy(std::size_t n, std::uint64_t seed =
   return out;
 }
 
-// By name: "chat", "chat_mixed", "batch", "branchy"; empty for another name.
+// By name: "chat", "chat_mixed", "chat_wide", "batch", "branchy"; empty for
+// another name.
 inline std::vector<std::string> make_workload(std::string_view shape, std::size_t n,
                                               std::uint64_t seed = 1) {
   if (shape == "chat") return make_chat(n, seed);
   if (shape == "chat_mixed") return make_chat(n, seed, true);
+  if (shape == "chat_wide") return make_chat(n, seed, false, 2000);
   if (shape == "batch") return make_batch(n, seed);
   if (shape == "branchy") return make_branchy(n, seed);
   return {};
