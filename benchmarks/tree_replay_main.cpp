@@ -27,7 +27,9 @@
 // and cpu_memcmp_ratio (the same ratio in CPU time: on a loaded machine the
 // steadier one for a single thread; with T threads it is per CPU second),
 // workers, threads, evict_every, max_size, us_per_request, private (true
-// with --private), memcmp_threads_seconds and memcmp_scaling (below).
+// with --private), worker_thread (true when the replay ran on threads other
+// than the main one: --worker-thread, or T > 1), memcmp_threads_seconds and
+// memcmp_scaling (below).
 //
 // Each line is one ApproxRadixTree::match_and_insert call (one descent for
 // the match and the insert that follows it); --separate runs match, then
@@ -43,7 +45,14 @@
 // chars, bytes and the tree figures count all of it, and the memcmp ratios
 // compare with T memcmp passes): T times the one-thread seconds over the
 // --private seconds is what T threads reach when they share no tree, the
-// ceiling for the shared tree's scaling on that machine.
+// ceiling for the shared tree's scaling on that machine. --worker-thread
+// runs a one-thread replay on a thread of its own instead of the main
+// thread, as every thread of a T-thread run is: glibc gives a new thread a
+// fresh arena, while the main thread's arena still holds the memory the
+// memcmp reference's copies freed, so a main-thread replay grows its tree
+// without page faults and a worker's (like each of T threads) with them;
+// one-thread seconds with --worker-thread are the like-for-like base for
+// a T-thread figure.
 //
 // Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
@@ -72,7 +81,7 @@ int usage(const std::string& msg) {
   std::fprintf(stderr,
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
-               "[--threads T] [--separate] [--private]\n",
+               "[--threads T] [--separate] [--private] [--worker-thread]\n",
                msg.c_str());
   return 2;
 }
@@ -115,7 +124,8 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
   std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
-  bool have_every = false, have_max = false, separate = false, private_trees = false;
+  bool have_every = false, have_max = false, separate = false, private_trees = false,
+       worker_thread = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &workers
@@ -135,6 +145,8 @@ int main(int argc, char** argv) {
       separate = true;
     } else if (a == "--private") {
       private_trees = true;
+    } else if (a == "--worker-thread") {
+      worker_thread = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usage("unknown option " + std::string(a));
     } else if (path != nullptr) {
@@ -265,7 +277,7 @@ int main(int argc, char** argv) {
     std::lock_guard<std::mutex> g(evict_mu);
     evict_seconds += my_evict_seconds;
   };
-  if (threads == 1) {
+  if (threads == 1 && !worker_thread) {
     run(0);
   } else {
     std::vector<std::thread> pool;
@@ -293,7 +305,7 @@ int main(int argc, char** argv) {
   const double c = static_cast<double>(chars.load());
   std::printf(
       "{\"requests\":%zu,\"chars\":%zu,\"bytes\":%zu,\"workers\":%llu,\"threads\":%llu,"
-      "\"private\":%s,\"evict_every\":%llu,\"max_size\":%llu,\"seconds\":%.6f,"
+      "\"private\":%s,\"worker_thread\":%s,\"evict_every\":%llu,\"max_size\":%llu,\"seconds\":%.6f,"
       "\"chars_per_second\":%.0f,\"bytes_per_second\":%.0f,\"us_per_request\":%.3f,"
       "\"affinity_routes\":%zu,\"matched_chars\":%zu,\"tree_nodes\":%zu,\"tree_bytes\":%zu,"
       "\"tree_chars\":%zu,\"tree_bytes_per_char\":%.3f,\"rss_bytes\":%zu,"
@@ -303,8 +315,8 @@ int main(int argc, char** argv) {
       "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f}\n",
       requests, chars.load(), all_bytes, static_cast<unsigned long long>(workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
-      static_cast<unsigned long long>(evict_every), static_cast<unsigned long long>(max_size),
-      seconds, seconds > 0 ? c / seconds : 0.0,
+      worker_thread || threads > 1 ? "true" : "false", static_cast<unsigned long long>(evict_every),
+      static_cast<unsigned long long>(max_size), seconds, seconds > 0 ? c / seconds : 0.0,
       seconds > 0 ? static_cast<double>(all_bytes) / seconds : 0.0,
       requests == 0 ? 0.0 : seconds * 1e6 / static_cast<double>(requests), affinity.load(),
       matched.load(), s.nodes, s.bytes, s.units,
