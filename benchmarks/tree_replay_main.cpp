@@ -47,12 +47,10 @@
 // --private seconds is what T threads reach when they share no tree, the
 // ceiling for the shared tree's scaling on that machine. --worker-thread
 // runs a one-thread replay on a thread of its own instead of the main
-// thread, as every thread of a T-thread run is: glibc gives a new thread a
-// fresh arena, while the main thread's arena still holds the memory the
-// memcmp reference's copies freed, so a main-thread replay grows its tree
-// without page faults and a worker's (like each of T threads) with them;
-// one-thread seconds with --worker-thread are the like-for-like base for
-// a T-thread figure.
+// thread, as every thread of a T-thread run is: the main thread allocates
+// from glibc's main arena, a new thread from an arena of its own, and the
+// two do not cost the same (see benchmarks/README.md); one-thread seconds
+// with --worker-thread are the like-for-like base for a T-thread figure.
 //
 // Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
