@@ -170,22 +170,11 @@ class EpochDomain {
     r.epoch = epoch_.load(std::memory_order_relaxed);
     const std::size_t slot = open_slot();
     if (slot != kNoSlot) {
-      List& l = slots_[slot];
-      if (!push(l, r)) return;
-      if (l.n >= l.mark + kBatch) {
-        try_advance();
-        reclaim_expired(l);
-        l.mark = l.n;
-      }
+      push_batched(slots_[slot], r);
       return;
     }
     std::lock_guard<SpinMutex> g(overflow_mu_);
-    if (!push(overflow_, r)) return;
-    if (overflow_.n >= overflow_.mark + kBatch) {  // bounded without collect() too
-      try_advance();
-      reclaim_expired(overflow_);
-      overflow_.mark = overflow_.n;
-    }
+    push_batched(overflow_, r);
   }
 
   // Advances the epoch if it can and reclaims what has expired in every
@@ -297,6 +286,17 @@ class EpochDomain {
     l.items[l.n++] = r;
     l.size.store(l.n, std::memory_order_relaxed);
     return true;
+  }
+  // push, and every kBatch objects the list receives, an epoch advance and a
+  // reclaim of what in it has expired: every list stays bounded without
+  // collect(). The caller owns `l` (its slot, or overflow_mu_).
+  void push_batched(List& l, const Retired& r) noexcept {
+    if (!push(l, r)) return;
+    if (l.n >= l.mark + kBatch) {
+      try_advance();
+      reclaim_expired(l);
+      l.mark = l.n;
+    }
   }
 
   // The epoch moves on only when every reader shows the current one: a
