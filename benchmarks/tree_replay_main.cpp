@@ -29,7 +29,10 @@
 // workers, threads, evict_every, max_size, us_per_request, private (true
 // with --private), worker_thread (true when the replay ran on threads other
 // than the main one: --worker-thread, or T > 1), memcmp_threads_seconds and
-// memcmp_scaling (below).
+// memcmp_scaling (below), page_faults (the process's page faults during the
+// replay: memory the tree touched for the first time, or again after the
+// allocator gave it back to the system), tree_reserved_bytes (what the
+// tree holds from the system: tree_bytes plus its arena's free space).
 //
 // Each line is one ApproxRadixTree::match_and_insert call (one descent for
 // the match and the insert that follows it); --separate runs match, then
@@ -51,6 +54,8 @@
 // from glibc's main arena, a new thread from an arena of its own, and the
 // two do not cost the same (see benchmarks/README.md); one-thread seconds
 // with --worker-thread are the like-for-like base for a T-thread figure.
+// --huge-pages builds the trees with Options::huge_pages (transparent huge
+// pages for their 2 MB memory regions).
 //
 // Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
@@ -63,6 +68,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -79,7 +85,7 @@ int usage(const std::string& msg) {
   std::fprintf(stderr,
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
-               "[--threads T] [--separate] [--private] [--worker-thread]\n",
+               "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages]\n",
                msg.c_str());
   return 2;
 }
@@ -112,6 +118,13 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
+// Page faults of the whole process so far (minor and major).
+std::size_t page_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::size_t>(u.ru_minflt + u.ru_majflt);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -123,7 +136,7 @@ int main(int argc, char** argv) {
   const char* path = nullptr;
   std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
   bool have_every = false, have_max = false, separate = false, private_trees = false,
-       worker_thread = false;
+       worker_thread = false, huge_pages = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &workers
@@ -145,6 +158,8 @@ int main(int argc, char** argv) {
       private_trees = true;
     } else if (a == "--worker-thread") {
       worker_thread = true;
+    } else if (a == "--huge-pages") {
+      huge_pages = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usage("unknown option " + std::string(a));
     } else if (path != nullptr) {
@@ -224,16 +239,22 @@ int main(int argc, char** argv) {
   }
 
   // One tree, or with --private one per thread.
-  std::vector<kvroute::ApproxRadixTree> trees(private_trees ? threads : 1);
+  kvroute::ApproxRadixTree::Options options;
+  options.huge_pages = huge_pages;
+  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
+  for (std::size_t k = 0; k < (private_trees ? threads : 1); ++k) {
+    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
+  }
   std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
   std::mutex evict_mu;
   double evict_seconds = 0;  // summed over threads
   const double cpu0 = cpu_seconds();
+  const std::size_t faults0 = page_faults();
   const auto t0 = std::chrono::steady_clock::now();
   auto run = [&](std::size_t first) {
     std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
     double my_evict_seconds = 0;
-    kvroute::ApproxRadixTree& tree = trees[private_trees ? first : 0];
+    kvroute::ApproxRadixTree& tree = *trees[private_trees ? first : 0];
     const std::size_t from = private_trees ? 0 : first;
     const std::size_t step = private_trees ? 1 : threads;
     for (std::size_t i = from; i < lines.size(); i += step) {
@@ -284,6 +305,7 @@ int main(int argc, char** argv) {
   }
   const double seconds = seconds_since(t0);
   const double cpu = cpu_seconds() - cpu0;
+  const std::size_t faults = page_faults() - faults0;
   if (failed != 0) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", failed.load());
     return 1;
@@ -291,10 +313,11 @@ int main(int argc, char** argv) {
   // Summed over the trees with --private.
   kvroute::RadixTreeStats s;
   for (const auto& tree : trees) {
-    const kvroute::RadixTreeStats one = tree.stats();
+    const kvroute::RadixTreeStats one = tree->stats();
     s.nodes += one.nodes;
     s.bytes += one.bytes;
     s.units += one.units;
+    s.reserved_bytes += one.reserved_bytes;
   }
   const std::size_t requests = lines.size() * (private_trees ? threads : 1);
   // With --private the threads made `work` passes over the file.
@@ -310,7 +333,8 @@ int main(int argc, char** argv) {
       "\"rss_peak_bytes\":%zu,\"memcmp_seconds\":%.6f,\"memcmp_ratio\":%.4f,"
       "\"cpu_seconds\":%.6f,\"evict_seconds\":%.6f,\"evicted_chars\":%zu,"
       "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
-      "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f}\n",
+      "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f,\"page_faults\":%zu,\"tree_reserved_"
+      "bytes\":%zu}\n",
       requests, chars.load(), all_bytes, static_cast<unsigned long long>(workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false", static_cast<unsigned long long>(evict_every),
@@ -322,6 +346,7 @@ int main(int argc, char** argv) {
       proc_status_kb("VmRSS:"), proc_status_kb("VmHWM:"), memcmp_seconds,
       seconds > 0 ? memcmp_seconds * work / seconds : 0.0, cpu, evict_seconds, evicted.load(),
       memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0, memcmp_threads_seconds,
-      memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0);
+      memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0, faults,
+      s.reserved_bytes);
   return 0;
 }

@@ -1554,6 +1554,38 @@ TEST_CASE("radix tree: stats count nodes, units and every byte allocated", "[rad
   require_consistent(tree);
 }
 
+TEST_CASE("radix tree: reserved bytes cover what is allocated and fall back after eviction",
+          "[radix_tree][stats]") {
+  // Both memory settings: the default (2 MB regions mapped plainly) and
+  // transparent huge pages asked for.
+  for (const bool huge : {false, true}) {
+    CAPTURE(huge);
+    ApproxRadixTree::Options o;
+    o.huge_pages = huge;
+    ApproxRadixTree tree(o);
+    CHECK(tree.stats().reserved_bytes == 0);
+    std::mt19937_64 rng(11);
+    // About 8 MB of text: the arena's regions grow to 2 MB ones.
+    for (int i = 0; i < 4000; ++i) {
+      const std::string text =
+          "conversation " + std::to_string(i % 50) + ": " + random_ascii(rng, 2000);
+      REQUIRE(tree.insert(text, static_cast<TenantId>(i % 4)).ok());
+    }
+    const auto full = tree.stats();
+    CHECK(full.reserved_bytes >= full.bytes);
+    // Headers, rounding and free space: a few percent, not a multiple.
+    CHECK(full.reserved_bytes < full.bytes + full.bytes / 4 + 8 * (std::size_t{2} << 20));
+    CHECK(tree.match(std::string("conversation 7: ")).matched == 16);
+    require_consistent(tree);
+    // Evicting nearly everything gives whole regions back.
+    tree.evict(100);
+    const auto small = tree.stats();
+    CHECK(small.units <= 4 * 100);
+    CHECK(small.reserved_bytes < full.reserved_bytes / 2);
+    require_consistent(tree);
+  }
+}
+
 TEST_CASE("radix tree: sizes equal the recount after every operation of a random sequence",
           "[radix_tree][consistency]") {
   ApproxRadixTree tree;

@@ -61,4 +61,18 @@
 #define KVROUTE_TSAN 0
 #endif
 
+// 1 in an AddressSanitizer build. The radix tree's own allocator hands its
+// blocks to malloc there, so that AddressSanitizer sees every fragment and
+// block the tree frees (detail/arena.hpp).
+#if defined(__SANITIZE_ADDRESS__)
+#define KVROUTE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVROUTE_ASAN 1
+#endif
+#endif
+#ifndef KVROUTE_ASAN
+#define KVROUTE_ASAN 0
+#endif
+
 #endif  // KVROUTE_CONFIG_HPP_

@@ -145,8 +145,12 @@
 // after a split it may sit in a larger buffer, at most four times its size
 // (the other part of the split was copied out). Long fragments (chat
 // prompts) therefore cost little more than their text. stats().bytes counts
-// every byte the tree has allocated (requested sizes and whole slab chunks;
-// the allocator's own overhead is not included). Memory is bounded by the
+// every byte the tree has allocated (requested sizes and whole slab chunks);
+// stats().reserved_bytes adds the free space of the tree's own allocator
+// (detail/arena.hpp: fragments and blocks come from per-thread shards of
+// 64 KB to 2 MB regions, a region given back when its last block is freed,
+// one spare kept per shard; Options::huge_pages asks for transparent huge
+// pages for the 2 MB ones). Memory is bounded by the
 // budgets: with a per-tenant budget B and N tenants a tree holds at most
 // N * B units of fragments (in at most four times their bytes), and its
 // slab at most the nodes and claims of the largest tree it has been. A tree
@@ -222,6 +226,7 @@
 #include <vector>
 
 #include "kvroute/config.hpp"
+#include "kvroute/detail/arena.hpp"
 #include "kvroute/detail/epoch.hpp"
 #include "kvroute/detail/radix_node.hpp"
 #include "kvroute/detail/striped.hpp"
@@ -315,8 +320,12 @@ struct TenantSize {
 };
 
 struct RadixTreeStats {
-  std::size_t nodes = 0;    // including the root
-  std::size_t bytes = 0;    // every byte allocated by the tree
+  std::size_t nodes = 0;  // including the root
+  std::size_t bytes = 0;  // every byte allocated by the tree
+  // What the tree holds from the system for them: bytes, plus the free
+  // space of its arena's regions (block headers, rounding, freed blocks not
+  // yet reused, one spare region per thread shard).
+  std::size_t reserved_bytes = 0;
   std::size_t units = 0;    // units stored in fragments (distinct text)
   std::size_t symbols = 0;  // symbols stored in fragments (bytes for text)
   std::size_t claims = 0;   // (node, tenant) entries, root entries included
@@ -459,6 +468,12 @@ class BasicApproxRadixTree {
     // before returning (reactive eviction), so no tenant exceeds it by more
     // than the inserts in flight for it. Units: code points for text.
     std::size_t tenant_budget = kUnlimitedBudget;
+    // Asks for transparent huge pages (Linux, madvise) for the tree's
+    // memory in 2 MB regions: fewer page faults and TLB misses for a big
+    // tree. Off by default: on a VM that hands freed memory back to its
+    // host, every huge page costs a fresh host allocation (measured in
+    // benchmarks/README.md).
+    bool huge_pages = false;
   };
 
   // What debug_node reports about one node.
@@ -472,7 +487,8 @@ class BasicApproxRadixTree {
 
   // Never allocates.
   BasicApproxRadixTree() noexcept : BasicApproxRadixTree(Options{}) {}
-  explicit BasicApproxRadixTree(Options o) noexcept : budget_(o.tenant_budget) {}
+  explicit BasicApproxRadixTree(Options o) noexcept
+      : budget_(o.tenant_budget), arena_(o.huge_pages) {}
 
   BasicApproxRadixTree(const BasicApproxRadixTree&) = delete;
   BasicApproxRadixTree& operator=(const BasicApproxRadixTree&) = delete;
@@ -780,6 +796,8 @@ class BasicApproxRadixTree {
     RadixTreeStats s;
     s.nodes = counts(kNodes) + 1;
     s.bytes = counts(kBytes) + pool_.bytes();
+    s.reserved_bytes = arena_.reserved_bytes() + pool_.bytes() +
+                       line_aligned_bytes_.load(std::memory_order_relaxed);
     s.units = counts(kUnits);
     s.symbols = counts(kSymbols);
     s.claims = counts(kClaims);
@@ -936,23 +954,34 @@ class BasicApproxRadixTree {
 
   // --- allocation, every byte counted -------------------------------------
 
+  // From the tree's own arena (detail/arena.hpp: large regions on huge
+  // pages, one shard per thread), freed with dealloc(p, n).
   void* alloc(std::size_t n) noexcept {
-    void* p = std::malloc(n);
+    void* p = arena_.allocate(n);
     if (p != nullptr) counts_.add(kBytes, n);
     return p;
   }
   // For an object that threads write (n a multiple of the line size): on
   // lines of its own, so that writing it does not take a neighbour's line
-  // from another thread.
+  // from another thread. Freed with dealloc_line_aligned.
   void* alloc_line_aligned(std::size_t n) noexcept {
     void* p = std::aligned_alloc(detail::kCacheLine, n);
-    if (p != nullptr) counts_.add(kBytes, n);
+    if (p != nullptr) {
+      counts_.add(kBytes, n);
+      line_aligned_bytes_.fetch_add(n, std::memory_order_relaxed);
+    }
     return p;
   }
   void dealloc(void* p, std::size_t n) noexcept {
     if (p == nullptr) return;
+    arena_.deallocate(p, n);
+    counts_.sub(kBytes, n);
+  }
+  void dealloc_line_aligned(void* p, std::size_t n) noexcept {
+    if (p == nullptr) return;
     std::free(p);
     counts_.sub(kBytes, n);
+    line_aligned_bytes_.fetch_sub(n, std::memory_order_relaxed);
   }
   // kNil when out of memory.
   std::uint32_t new_node() noexcept {
@@ -1052,7 +1081,7 @@ class BasicApproxRadixTree {
   // back to reclaim_retired once no section that could hold it is open.
   // Objects never published (an insert's unused allocations) and claims
   // (which an optimistic reader only prefetches) are freed at once.
-  static constexpr std::uint32_t kRetiredBlock = 0;  // malloc'ed: ptr, bytes
+  static constexpr std::uint32_t kRetiredBlock = 0;  // from alloc(): ptr, bytes
   static constexpr std::uint32_t kRetiredNode = 1;   // a node's two slab units: index
   static void reclaim_retired(void* self, const detail::Retired& r) noexcept {
     auto* t = static_cast<BasicApproxRadixTree*>(self);
@@ -1259,7 +1288,7 @@ class BasicApproxRadixTree {
     if (!slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       fresh->~TenantState();
-      dealloc(p, sizeof(TenantState));
+      dealloc_line_aligned(p, sizeof(TenantState));
       return cur;
     }
     TenantState* head = registry_.load(std::memory_order_relaxed);
@@ -2200,7 +2229,7 @@ class BasicApproxRadixTree {
     while (ts != nullptr) {
       TenantState* next = ts->next_state;
       ts->~TenantState();
-      dealloc(ts, sizeof(TenantState));
+      dealloc_line_aligned(ts, sizeof(TenantState));
       ts = next;
     }
     for (auto& m : top_) {
@@ -2232,9 +2261,13 @@ class BasicApproxRadixTree {
   std::atomic<TenantState*> registry_{nullptr};
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> clock_{0};
   // Written by every insert: one stripe per thread (detail/striped.hpp).
-  // kBytes counts malloc'ed bytes (the slab counts its own); kNodes the
+  // kBytes counts alloc()ed bytes (the slab counts its own); kNodes the
   // non-root nodes.
   detail::StripedCounters<kCounts> counts_;
+  // Fragments, child and tenant blocks, the tenant directory (alloc());
+  // destroyed after the epoch domain, which frees into it.
+  alignas(detail::kCacheLine) detail::BlockArena arena_;
+  std::atomic<std::size_t> line_aligned_bytes_{0};  // tenant states
   std::atomic<std::size_t> registered_{0};
   std::atomic<std::size_t> removed_units_{0};
   // Last, so destroyed first: what is still retired goes back through

@@ -1,0 +1,216 @@
+// detail::BlockArena (kvroute/detail/arena.hpp), the radix tree's memory for
+// fragments and blocks: blocks are aligned, distinct and keep what was
+// written to them; freed neighbours merge so that the space is reusable at
+// any size; a region whose blocks are all free goes back to the system
+// (beyond one spare per shard); requests above kMaxBlock go to malloc; and
+// threads that allocate and free each other's blocks corrupt nothing (also
+// under ThreadSanitizer and AddressSanitizer).
+
+#include "kvroute/detail/arena.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using kvroute::detail::BlockArena;
+using kvroute::detail::kHugeBytes;
+
+struct Live {
+  unsigned char* p;
+  std::size_t n;
+  unsigned char fill;
+};
+
+void fill(const Live& b) { std::memset(b.p, b.fill, b.n); }
+
+bool intact(const Live& b) {
+  for (std::size_t i = 0; i < b.n; ++i) {
+    if (b.p[i] != b.fill) return false;
+  }
+  return true;
+}
+
+// The allocator itself, also under AddressSanitizer (where the tree's arena
+// passes its requests to malloc).
+BlockArena make_arena() { return BlockArena(/*huge_pages=*/false, /*direct=*/false); }
+
+}  // namespace
+
+TEST_CASE("arena: blocks are aligned, distinct and keep their bytes", "[arena]") {
+  BlockArena arena = make_arena();
+  CHECK(arena.reserved_bytes() == 0);
+  std::mt19937_64 rng(7);
+  std::vector<Live> live;
+  std::map<std::uintptr_t, std::size_t> spans;  // start -> length
+  for (int i = 0; i < 20000; ++i) {
+    // Mostly small, some up to 64 KB: the tree's fragment sizes.
+    const std::size_t n = (rng() % 8 == 0) ? 1 + rng() % 65536 : 1 + rng() % 600;
+    auto* p = static_cast<unsigned char*>(arena.allocate(n));
+    REQUIRE(p != nullptr);
+    CHECK(reinterpret_cast<std::uintptr_t>(p) % 16 == 0);
+    Live b{p, n, static_cast<unsigned char>(i)};
+    fill(b);
+    live.push_back(b);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto next = spans.lower_bound(a);
+    if (next != spans.end()) CHECK(a + n <= next->first);
+    if (next != spans.begin()) {
+      auto prev = std::prev(next);
+      CHECK(prev->first + prev->second <= a);
+    }
+    spans[a] = n;
+    // Free a random live block now and then, so that the free lists, the
+    // merging and the reuse all take part.
+    if (rng() % 3 == 0) {
+      const std::size_t k = rng() % live.size();
+      REQUIRE(intact(live[k]));
+      spans.erase(reinterpret_cast<std::uintptr_t>(live[k].p));
+      arena.deallocate(live[k].p, live[k].n);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  std::size_t bytes = 0;
+  for (const Live& b : live) {
+    CHECK(intact(b));
+    bytes += b.n;
+  }
+  // Held: the live bytes plus headers, rounding and free space; never
+  // wildly more.
+  CHECK(arena.reserved_bytes() >= bytes);
+  CHECK(arena.reserved_bytes() < 2 * bytes + 4 * kHugeBytes);
+  for (const Live& b : live) arena.deallocate(b.p, b.n);
+  // One thread uses one shard: at most its spare region is left.
+  CHECK(arena.reserved_bytes() <= kHugeBytes);
+}
+
+TEST_CASE("arena: freed neighbours merge into one reusable block", "[arena]") {
+  BlockArena arena = make_arena();
+  // Fill the first region with small blocks, free them all in an order
+  // that merges with the previous and the next block alike, and ask for one
+  // block as large as all of them: it fits without a new region.
+  std::vector<void*> small;
+  void* first = arena.allocate(1000);
+  REQUIRE(first != nullptr);
+  const std::size_t one_region = arena.reserved_bytes();
+  CHECK(one_region == BlockArena::kFirstRegion);
+  while (arena.reserved_bytes() == one_region) {
+    void* p = arena.allocate(1000);
+    REQUIRE(p != nullptr);
+    small.push_back(p);
+  }
+  // The last allocation opened a second region; the rest lie in the first.
+  arena.deallocate(small.back(), 1000);
+  small.pop_back();
+  CHECK(small.size() > 40);
+  for (std::size_t i = 0; i < small.size(); i += 2) arena.deallocate(small[i], 1000);
+  for (std::size_t i = 1; i < small.size(); i += 2) arena.deallocate(small[i], 1000);
+  const std::size_t before = arena.reserved_bytes();
+  void* big = arena.allocate(1000 * small.size());
+  REQUIRE(big != nullptr);
+  CHECK(arena.reserved_bytes() == before);
+  // It starts where the first freed block did: right after `first`.
+  CHECK(static_cast<char*>(big) > static_cast<char*>(first));
+  CHECK(static_cast<char*>(big) < static_cast<char*>(first) + 1100);
+  arena.deallocate(big, 1000 * small.size());
+  arena.deallocate(first, 1000);
+}
+
+TEST_CASE("arena: empty regions go back to the system, one spare kept", "[arena]") {
+  BlockArena arena = make_arena();
+  std::vector<void*> blocks;
+  // About 12 MB of 100 KB blocks: regions of 64 KB, 128 KB and so on up to
+  // several of 2 MB.
+  for (int i = 0; i < 120; ++i) {
+    void* p = arena.allocate(100 << 10);
+    REQUIRE(p != nullptr);
+    std::memset(p, 0x5a, 100 << 10);
+    blocks.push_back(p);
+  }
+  CHECK(arena.reserved_bytes() >= 120u * (100u << 10));
+  for (void* p : blocks) arena.deallocate(p, 100 << 10);
+  CHECK(arena.reserved_bytes() <= kHugeBytes);
+  // The spare is used again before anything new is mapped.
+  const std::size_t spare = arena.reserved_bytes();
+  void* p = arena.allocate(100 << 10);
+  REQUIRE(p != nullptr);
+  CHECK(arena.reserved_bytes() == spare);
+  arena.deallocate(p, 100 << 10);
+}
+
+TEST_CASE("arena: requests above kMaxBlock go to malloc and are counted", "[arena]") {
+  BlockArena arena = make_arena();
+  const std::size_t n = BlockArena::kMaxBlock + 1;
+  auto* p = static_cast<unsigned char*>(arena.allocate(n));
+  REQUIRE(p != nullptr);
+  CHECK(arena.reserved_bytes() == n);
+  std::memset(p, 1, n);
+  arena.deallocate(p, n);
+  CHECK(arena.reserved_bytes() == 0);
+  // A null pointer is a no-op, as for free().
+  arena.deallocate(nullptr, 10);
+  CHECK(arena.reserved_bytes() == 0);
+}
+
+TEST_CASE("arena: threads free each other's blocks without corrupting any", "[arena]") {
+  BlockArena arena = make_arena();
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  // A shared pile: each thread allocates, fills, and pushes; then pops a
+  // block (often another thread's), checks it and frees it.
+  std::mutex mu;
+  std::vector<Live> pile;
+  std::atomic<int> corrupt{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<unsigned>(t) + 1);
+      for (int i = 0; i < kRounds; ++i) {
+        const std::size_t n = (rng() % 16 == 0) ? 1 + rng() % 20000 : 1 + rng() % 300;
+        auto* p = static_cast<unsigned char*>(arena.allocate(n));
+        if (p == nullptr) {
+          failed.fetch_add(1);
+          continue;
+        }
+        Live b{p, n, static_cast<unsigned char>(t * 50 + i % 50)};
+        fill(b);
+        Live victim{nullptr, 0, 0};
+        {
+          std::lock_guard<std::mutex> g(mu);
+          pile.push_back(b);
+          if (pile.size() > 64 || rng() % 2 == 0) {
+            const std::size_t k = rng() % pile.size();
+            victim = pile[k];
+            pile[k] = pile.back();
+            pile.pop_back();
+          }
+        }
+        if (victim.p != nullptr) {
+          if (!intact(victim)) corrupt.fetch_add(1);
+          arena.deallocate(victim.p, victim.n);
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  CHECK(failed.load() == 0);
+  CHECK(corrupt.load() == 0);
+  for (const Live& b : pile) {
+    CHECK(intact(b));
+    arena.deallocate(b.p, b.n);
+  }
+  // Every shard is empty: at most a spare region each.
+  CHECK(arena.reserved_bytes() <= kThreads * kHugeBytes);
+}
