@@ -149,6 +149,31 @@ TEST_CASE("arena: empty regions go back to the system, one spare kept", "[arena]
   arena.deallocate(p, 100 << 10);
 }
 
+TEST_CASE("arena: a first request of any size up to kMaxBlock gets a region that fits it",
+          "[arena]") {
+  // Sizes just under each region size (64 KB, 128 KB, 256 KB) and at the
+  // limit: the new region must hold the request rounded up to its class.
+  std::vector<std::size_t> sizes;
+  for (std::size_t region = BlockArena::kFirstRegion; region <= 4 * BlockArena::kFirstRegion;
+       region *= 2) {
+    for (std::size_t d = 0; d < 200; d += 7) sizes.push_back(region - d);
+  }
+  sizes.push_back(BlockArena::kMaxBlock);
+  for (const std::size_t n : sizes) {
+    CAPTURE(n);
+    BlockArena arena = make_arena();
+    auto* p = static_cast<unsigned char*>(arena.allocate(n));
+    REQUIRE(p != nullptr);
+    std::memset(p, 0x77, n);
+    auto* q = static_cast<unsigned char*>(arena.allocate(n));
+    REQUIRE(q != nullptr);
+    std::memset(q, 0x33, n);
+    CHECK(p[n - 1] == 0x77);
+    arena.deallocate(p, n);
+    arena.deallocate(q, n);
+  }
+}
+
 TEST_CASE("arena: requests above kMaxBlock go to malloc and are counted", "[arena]") {
   BlockArena arena = make_arena();
   const std::size_t n = BlockArena::kMaxBlock + 1;

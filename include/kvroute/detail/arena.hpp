@@ -166,7 +166,8 @@ class BlockArena {
     s->deallocate(b, *this);
   }
 
-  // What the arena holds from the system: its regions and its large blocks.
+  // What the arena holds from the system: its regions and its large blocks
+  // (not the shards' own list heads, about 2 KB per thread shard in use).
   std::size_t reserved_bytes() const noexcept { return reserved_.load(std::memory_order_relaxed); }
 
  private:
@@ -329,6 +330,7 @@ class BlockArena {
       if (b == nullptr) {
         if (!add_region(s, arena)) return nullptr;
         b = find(s);
+        if (b == nullptr) return nullptr;  // add_region makes room; defensive
       }
       const std::uint64_t w = load_word(b);
       const std::size_t size = size_of(w);
@@ -388,7 +390,9 @@ class BlockArena {
 
     bool add_region(std::size_t s, BlockArena& arena) noexcept {
       std::size_t bytes = next_region;
-      while (bytes < kFirstBlockOffset + kHeader + s + kHeader) bytes *= 2;
+      // Room for s rounded up to its class (find() takes only blocks of a
+      // class whose every size is at least s: up to s / 16 more).
+      while (bytes < kFirstBlockOffset + kHeader + s + s / 8 + kHeader) bytes *= 2;
       if (bytes > kHugeBytes) return false;  // s <= kMaxBlock never gets here
       void* m = map_region(bytes, arena.huge_pages_);
       if (m == nullptr) return false;
