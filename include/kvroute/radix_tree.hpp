@@ -954,8 +954,8 @@ class BasicApproxRadixTree {
 
   // --- allocation, every byte counted -------------------------------------
 
-  // From the tree's own arena (detail/arena.hpp: large regions on huge
-  // pages, one shard per thread), freed with dealloc(p, n).
+  // From the tree's own arena (detail/arena.hpp: one shard per thread,
+  // regions of 64 KB to 2 MB), freed with dealloc(p, n).
   void* alloc(std::size_t n) noexcept {
     void* p = arena_.allocate(n);
     if (p != nullptr) counts_.add(kBytes, n);

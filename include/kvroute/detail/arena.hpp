@@ -10,7 +10,7 @@
 //   * Threads. With glibc's malloc, two threads that insert and evict in one
 //     tree free each other's fragments, and a free into another thread's
 //     malloc arena takes that arena's lock: with eviction every 100
-//     requests, two threads ran chat no faster than one. Here each thread
+//     requests, two threads ran chat 100k at 0.96-1.35x one thread. Here each thread
 //     allocates from the shard of its thread_ordinal() (one spin lock per
 //     shard, uncontended unless more threads than shards), and a free takes
 //     the owning shard's lock for a few dozen instructions.
