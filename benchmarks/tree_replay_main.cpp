@@ -51,9 +51,11 @@
 // ceiling for the shared tree's scaling on that machine. --worker-thread
 // runs a one-thread replay on a thread of its own instead of the main
 // thread, as every thread of a T-thread run is: the main thread allocates
-// from glibc's main arena, a new thread from an arena of its own, and the
-// two do not cost the same (see benchmarks/README.md); one-thread seconds
-// with --worker-thread are the like-for-like base for a T-thread figure.
+// from glibc's main arena, a new thread from an arena of its own; while the
+// tree allocated with malloc the two did not cost the same, and with the
+// tree's own arena about the same on chat (see benchmarks/README.md).
+// One-thread seconds with --worker-thread are the like-for-like base for a
+// T-thread figure.
 // --huge-pages builds the trees with Options::huge_pages (transparent huge
 // pages for their 2 MB memory regions).
 //
