@@ -231,7 +231,7 @@ class BlockArena {
     Region* prev;
     Region* next;
     std::size_t bytes;
-    std::size_t pad[3];  // the first block's payload 16-byte aligned
+    std::size_t pad[3];  // to a multiple of 16 bytes (asserted below)
   };
   static_assert(sizeof(Region) % 16 == 0, "region header layout");
   // The first block's header sits 8 bytes after the region header, so that
