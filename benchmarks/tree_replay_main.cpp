@@ -114,28 +114,23 @@ std::size_t proc_status_kb(const char* field) {
   return 0;
 }
 
-// CPU time of the whole process (all threads), in seconds.
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
+// What the whole process (all threads) has used so far, from one getrusage.
+struct Usage {
+  double cpu_seconds = 0;  // user + kernel
+  // Kernel only: on a VM where a page fault is expensive, the part of
+  // cpu_seconds the tree's first touches of memory cost.
+  double sys_seconds = 0;
+  std::size_t page_faults = 0;  // minor and major
+};
 
-// Kernel CPU time of the whole process (all threads), in seconds: on a VM
-// where a page fault is expensive, the part of cpu_seconds the tree's
-// first touches of memory cost.
-double sys_seconds() {
+Usage usage() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_stime.tv_sec) + static_cast<double>(u.ru_stime.tv_usec) * 1e-6;
-}
-
-// Page faults of the whole process so far (minor and major).
-std::size_t page_faults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<std::size_t>(u.ru_minflt + u.ru_majflt);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  const double sys = seconds(u.ru_stime);
+  return {seconds(u.ru_utime) + sys, sys, static_cast<std::size_t>(u.ru_minflt + u.ru_majflt)};
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -214,13 +209,13 @@ int main(int argc, char** argv) {
     // The best of three passes: a shared machine adds noise, never speed.
     volatile int sink = 0;
     for (int pass = 0; pass < 3; ++pass) {
-      const double c0 = cpu_seconds();
+      const double c0 = usage().cpu_seconds;
       const auto t0 = std::chrono::steady_clock::now();
       for (std::size_t i = 0; i < lines.size(); ++i) {
         sink = sink + std::memcmp(lines[i].data(), copies[i].data(), lines[i].size());
       }
       const double t = seconds_since(t0);
-      const double c = cpu_seconds() - c0;
+      const double c = usage().cpu_seconds - c0;
       if (pass == 0 || t < memcmp_seconds) memcmp_seconds = t;
       if (pass == 0 || c < memcmp_cpu_seconds) memcmp_cpu_seconds = c;
     }
@@ -261,9 +256,7 @@ int main(int argc, char** argv) {
   std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
   std::mutex evict_mu;
   double evict_seconds = 0;  // summed over threads
-  const double cpu0 = cpu_seconds();
-  const double sys0 = sys_seconds();
-  const std::size_t faults0 = page_faults();
+  const Usage used0 = usage();
   const auto t0 = std::chrono::steady_clock::now();
   auto run = [&](std::size_t first) {
     std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
@@ -318,9 +311,10 @@ int main(int argc, char** argv) {
     for (auto& th : pool) th.join();
   }
   const double seconds = seconds_since(t0);
-  const double cpu = cpu_seconds() - cpu0;
-  const double sys = sys_seconds() - sys0;
-  const std::size_t faults = page_faults() - faults0;
+  const Usage used1 = usage();
+  const double cpu = used1.cpu_seconds - used0.cpu_seconds;
+  const double sys = used1.sys_seconds - used0.sys_seconds;
+  const std::size_t faults = used1.page_faults - used0.page_faults;
   if (failed != 0) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", failed.load());
     return 1;
