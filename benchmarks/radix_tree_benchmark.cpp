@@ -18,15 +18,22 @@
 // one memcmp over the same requests. Checksums (total matched units) catch a
 // benchmark that stopped doing its work.
 //
+// Machine references (BM_Reference_*), for reading the tree's figures on the
+// machine at hand: a dependent load at random over 2 MB to 256 MB (what one
+// step of a descent through a tree that size costs when it misses), the
+// first touch of fresh anonymous pages (what a growing tree pays the kernel
+// per 4 KB), and an uncontended atomic add and compare-exchange.
+//
 // Scale (BM_*TreeSize, BM_*Length): match and insert on trees of 10^3 to
 // 10^6 nodes (10^7 too when the environment sets KVROUTE_BENCH_HUGE=1: 2.7 GB
 // and 76 s for both) and on requests of 64 B to 256 KB.
 //
 // Run: build/<dir>/benchmarks/kvroute_radix_tree_benchmark --benchmark_min_time=0.2
-// (the default run takes about 80 s on a 2-core machine.)
+// (the default run takes 75-90 s on a 2-core machine.)
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +45,10 @@
 
 #include "kvroute/radix_tree.hpp"
 #include "workloads/generators.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace {
 
@@ -144,6 +155,75 @@ void BM_Memcmp(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
 }
 BENCHMARK(BM_Memcmp)->Args({512, 4});
+
+// --- references: what this machine's memory and atomics cost --------------
+
+// One dependent load per iteration, over a random cycle through every 64-byte
+// line of range(0) MB: memory latency at that footprint, caches and TLB
+// included.
+void BM_Reference_PointerChase(benchmark::State& state) {
+  constexpr std::size_t kLine = 64 / sizeof(std::size_t);  // words per line
+  const std::size_t lines = (static_cast<std::size_t>(state.range(0)) << 20) / 64;
+  std::vector<std::size_t> order(lines);
+  for (std::size_t i = 0; i < lines; ++i) order[i] = i;
+  std::mt19937_64 rng(11);
+  for (std::size_t i = lines - 1; i > 0; --i) std::swap(order[i], order[rng() % (i + 1)]);
+  std::vector<std::size_t> next(lines * kLine);
+  for (std::size_t i = 0; i < lines; ++i) next[order[i] * kLine] = order[(i + 1) % lines] * kLine;
+  std::size_t p = order[0] * kLine;
+  for (auto _ : state) {
+    p = next[p];
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetLabel(std::to_string(state.range(0)) + " MB");
+}
+BENCHMARK(BM_Reference_PointerChase)->Arg(2)->Arg(4)->Arg(8)->Arg(24)->Arg(256);
+
+#if defined(__linux__)
+// The first write to each 4 KB page of a fresh 4 MB anonymous mapping, per
+// page (items); range(0) = 1 asks the kernel to populate the mapping up
+// front (MAP_POPULATE), which is then timed instead.
+void BM_Reference_FreshPages(benchmark::State& state) {
+  constexpr std::size_t kBytes = std::size_t{4} << 20;
+  constexpr std::size_t kPage = 4096;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (state.range(0) != 0 ? MAP_POPULATE : 0);
+  std::size_t pages = 0;
+  for (auto _ : state) {
+    void* m = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (m == MAP_FAILED) {
+      state.SkipWithError("mmap failed");
+      break;
+    }
+    auto* b = static_cast<volatile char*>(m);
+    for (std::size_t off = 0; off < kBytes; off += kPage) b[off] = 1;
+    pages += kBytes / kPage;
+    state.PauseTiming();
+    ::munmap(m, kBytes);
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(pages));
+  state.counters["s_per_page"] = benchmark::Counter(
+      static_cast<double>(pages), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Reference_FreshPages)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+#endif
+
+void BM_Reference_AtomicFetchAdd(benchmark::State& state) {
+  std::atomic<std::uint64_t> x{0};
+  for (auto _ : state) benchmark::DoNotOptimize(x.fetch_add(1, std::memory_order_relaxed));
+  if (x.load() == 0) state.SkipWithError("no work done");
+}
+BENCHMARK(BM_Reference_AtomicFetchAdd);
+
+void BM_Reference_CompareExchange(benchmark::State& state) {
+  std::atomic<std::uint64_t> x{0};
+  std::uint64_t v = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(x.compare_exchange_strong(v, v + 1, std::memory_order_acq_rel));
+  }
+  if (x.load() == 0) state.SkipWithError("no work done");
+}
+BENCHMARK(BM_Reference_CompareExchange);
 
 // --- match on a built tree ---------------------------------------------------
 
