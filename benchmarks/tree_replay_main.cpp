@@ -59,7 +59,12 @@
 // One-thread seconds with --worker-thread are the like-for-like base for a
 // T-thread figure.
 // --huge-pages builds the trees with Options::huge_pages (transparent huge
-// pages for their 2 MB memory regions).
+// pages for their 2 MB memory regions). --recency-shift S (0 to 16, default
+// 0) builds them with Options::recency_shift = S: one recency step per 2^S
+// stamps, so that requests sharing a path's upper claims do not all rewrite
+// them; recency_shift is also in the output, with claims_per_stamp (the
+// claims a path stamp wrote on average, RadixTreeStats::stamped_claims /
+// stamps, over all trees).
 //
 // Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
@@ -89,7 +94,8 @@ int usage(const std::string& msg) {
   std::fprintf(stderr,
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
-               "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages]\n",
+               "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages] "
+               "[--recency-shift S]\n",
                msg.c_str());
   return 2;
 }
@@ -100,6 +106,19 @@ bool parse_positive(const char* s, std::uint64_t& out) {
   errno = 0;
   const unsigned long long v = std::strtoull(s, &end, 10);
   if (*end != '\0' || errno != 0 || v == 0) return false;
+  out = v;
+  return true;
+}
+
+// An integer from 0 to 16, digits only.
+bool parse_shift(const char* s, unsigned& out) {
+  if (s == nullptr || *s == '\0' || std::strlen(s) > 2) return false;
+  unsigned v = 0;
+  for (const char* p = s; *p != '\0'; ++p) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + static_cast<unsigned>(*p - '0');
+  }
+  if (v > 16) return false;
   out = v;
   return true;
 }
@@ -145,6 +164,7 @@ int main(int argc, char** argv) {
   std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
   bool have_every = false, have_max = false, separate = false, private_trees = false,
        worker_thread = false, huge_pages = false;
+  unsigned recency_shift = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &workers
@@ -166,6 +186,11 @@ int main(int argc, char** argv) {
       private_trees = true;
     } else if (a == "--worker-thread") {
       worker_thread = true;
+    } else if (a == "--recency-shift") {
+      if (i + 1 >= argc || !parse_shift(argv[i + 1], recency_shift)) {
+        return usage("--recency-shift needs an integer from 0 to 16");
+      }
+      ++i;
     } else if (a == "--huge-pages") {
       huge_pages = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -249,6 +274,7 @@ int main(int argc, char** argv) {
   // One tree, or with --private one per thread.
   kvroute::ApproxRadixTree::Options options;
   options.huge_pages = huge_pages;
+  options.recency_shift = recency_shift;
   std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
   for (std::size_t k = 0; k < (private_trees ? threads : 1); ++k) {
     trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
@@ -327,6 +353,8 @@ int main(int argc, char** argv) {
     s.bytes += one.bytes;
     s.units += one.units;
     s.reserved_bytes += one.reserved_bytes;
+    s.stamps += one.stamps;
+    s.stamped_claims += one.stamped_claims;
   }
   const std::size_t requests = lines.size() * (private_trees ? threads : 1);
   // With --private the threads made `work` passes over the file.
@@ -343,7 +371,8 @@ int main(int argc, char** argv) {
       "\"cpu_seconds\":%.6f,\"evict_seconds\":%.6f,\"evicted_chars\":%zu,"
       "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
       "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f,\"page_faults\":%zu,"
-      "\"sys_seconds\":%.6f,\"tree_reserved_bytes\":%zu}\n",
+      "\"sys_seconds\":%.6f,\"tree_reserved_bytes\":%zu,\"recency_shift\":%u,"
+      "\"claims_per_stamp\":%.2f}\n",
       requests, chars.load(), all_bytes, static_cast<unsigned long long>(workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false", static_cast<unsigned long long>(evict_every),
@@ -356,6 +385,7 @@ int main(int argc, char** argv) {
       seconds > 0 ? memcmp_seconds * work / seconds : 0.0, cpu, evict_seconds, evicted.load(),
       memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0, memcmp_threads_seconds,
       memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0, faults, sys,
-      s.reserved_bytes);
+      s.reserved_bytes, recency_shift,
+      s.stamps == 0 ? 0.0 : static_cast<double>(s.stamped_claims) / static_cast<double>(s.stamps));
   return 0;
 }

@@ -1363,6 +1363,129 @@ TEST_CASE("radix tree: recency is ordered along paths and in each tenant's LRU",
   CHECK(tree.match_for_tenant("conversation B turn 1", t1).matched == 13);  // "conversation "
 }
 
+TEST_CASE("radix tree: with recency_shift a step of 2^shift stamps shares one recency",
+          "[radix_tree][recency]") {
+  ApproxRadixTree tree({.recency_shift = 2});  // stamps 1-3: step 0, 4-7: 1, 8-11: 2
+  // Each insert is one stamp.
+  tree.insert("trunk/a", t1);
+  tree.insert("trunk/b", t1);
+  tree.insert("trunk/c", t1);
+  CHECK(tree.now() == 0);
+  CHECK(tree.insert("trunk/d", t1).recency == 1);
+  CHECK(tree.insert("trunk/e", t1).recency == 1);
+  CHECK(tree.now() == 1);
+  CHECK(tree.stats().clock == 1);
+  // The trunk holds the newest step, a leaf the step of its last use.
+  CHECK(tree.peek_for_tenant("trunk/", t1).recency == 1);
+  CHECK(tree.peek_for_tenant("trunk/a", t1).recency == 0);
+  CHECK(tree.peek_for_tenant("trunk/e", t1).recency == 1);
+  require_consistent(tree);
+
+  // Between steps the LRU is exact: the three leaves of step 0 go first.
+  CHECK(tree.tenant_size(t1) == 6 + 5);
+  CHECK(tree.evict_tenant(t1, 6 + 2).claims == 3);
+  for (const char* gone : {"trunk/a", "trunk/b", "trunk/c"}) {
+    CHECK(tree.peek_for_tenant(gone, t1).matched == 6);
+  }
+  CHECK(tree.peek_for_tenant("trunk/d", t1).matched == 7);
+  CHECK(tree.peek_for_tenant("trunk/e", t1).matched == 7);
+  require_consistent(tree);
+
+  // drop_older_than cuts at a step: f and g join d and e in step 1, h
+  // starts step 2 (and stamps the trunk with it); everything of step 1 goes.
+  tree.insert("trunk/f", t1);
+  tree.insert("trunk/g", t1);
+  CHECK(tree.insert("trunk/h", t1).recency == 2);
+  CHECK(tree.drop_older_than(t1, 2).claims == 4);
+  CHECK(tree.peek_for_tenant("trunk/g", t1).matched == 6);
+  CHECK(tree.peek_for_tenant("trunk/h", t1).matched == 7);
+  require_consistent(tree);
+
+  // Within a step the most-recent rule sees a tie and takes the lowest id,
+  // though t2 was sent "shared" after t1 (an exact clock would pick t2).
+  tree.insert("shared", t1);                   // stamp 9
+  tree.insert("shared", t2);                   // stamp 10
+  const MatchResult m = tree.match("shared");  // stamp 11
+  CHECK(m.previous_recency == 2);
+  CHECK(m.tenant == t1);
+  ApproxRadixTree exact;
+  exact.insert("shared", t1);
+  exact.insert("shared", t2);
+  CHECK(exact.match("shared").tenant == t2);
+}
+
+TEST_CASE("radix tree: with recency_shift a stamp writes only the claims not yet in the step",
+          "[radix_tree][recency][stats]") {
+  ApproxRadixTree exact;
+  ApproxRadixTree stepped({.recency_shift = 2});
+  for (const char* leaf : {"a", "b", "c", "d", "e", "f", "g", "h"}) {
+    exact.insert(std::string("trunk/") + leaf, t1);
+    stepped.insert(std::string("trunk/") + leaf, t1);
+  }
+  CHECK(exact.stats().stamps == 8);
+  CHECK(stepped.stats().stamps == 8);
+  // Exact: every stamp writes its whole path, the tenant's root claim
+  // included: 2 for the first insert (before "trunk/" was split out), 3 after.
+  CHECK(exact.stats().stamped_claims == 2 + 7 * 3);
+  // Stepped: stamps 1-3 find step 0 everywhere; d (stamp 4) and h (stamp 8)
+  // open steps 1 and 2 and write leaf, trunk and root claim; e, f and g
+  // find the trunk in step 1 already and their new leaf takes it from there.
+  CHECK(stepped.stats().stamped_claims == 3 + 3);
+  require_consistent(exact);
+  require_consistent(stepped);
+}
+
+TEST_CASE("radix tree: with recency_shift concurrent stamps, evictions and drops stay consistent",
+          "[radix_tree][recency][concurrency]") {
+  // One stamp in two starts a step, so stamps meet the step's claims all the
+  // time; agents fork shared trunks, so their paths overlap.
+  ApproxRadixTree tree({.recency_shift = 1});
+  std::atomic<bool> stop{false};
+  std::thread maintainer([&] {
+    std::mt19937_64 rng(7);
+    while (!stop.load()) {
+      const auto t = static_cast<TenantId>(rng() % 4);
+      if (rng() % 2 == 0) {
+        tree.evict(400);
+      } else {
+        tree.drop_older_than(t, tree.now() - std::min<std::uint64_t>(tree.now(), 20));
+      }
+      std::this_thread::yield();
+    }
+  });
+  run_threads(4, [&](int i) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(300 + i));
+    for (int k = 0; k < 500; ++k) {
+      std::string s = "agent" + std::to_string(rng() % 4) + " trunk ";
+      for (int level = 0, depth = static_cast<int>(rng() % 6); level < depth; ++level) {
+        s += std::to_string(rng() % 3) + "/";
+      }
+      s += random_ascii(rng, rng() % 6);
+      const auto own = static_cast<TenantId>(rng() % 4);
+      switch (rng() % 4) {
+        case 0:
+          tree.match(s);
+          break;
+        case 1:
+          tree.insert(s, own);
+          break;
+        default:
+          tree.match_and_insert(
+              s, [own](const kvroute::RadixCandidates& c, const MatchResult& m) noexcept {
+                return !c.empty() && m.match_rate() > 0.3f ? kvroute::MostRecentlyUsed{}(c) : own;
+              });
+          break;
+      }
+    }
+  });
+  stop = true;
+  maintainer.join();
+  require_consistent(tree);
+  tree.evict(100);
+  for (const auto& s : tree.tenant_sizes()) CHECK(s.size <= 100);
+  require_consistent(tree);
+}
+
 // ---------------------------------------------------------------------------
 // kvroute: eviction
 // ---------------------------------------------------------------------------
@@ -1588,7 +1711,10 @@ TEST_CASE("radix tree: reserved bytes cover what is allocated and fall back afte
 
 TEST_CASE("radix tree: sizes equal the recount after every operation of a random sequence",
           "[radix_tree][consistency]") {
-  ApproxRadixTree tree;
+  // Also with a coarse recency (2 stamps a step), whose stamps stop at a
+  // claim that already holds the step and place what they stamp behind it.
+  const unsigned shift = GENERATE(0u, 1u);
+  ApproxRadixTree tree({.recency_shift = shift});
   std::mt19937_64 rng(2024);
   const std::vector<std::string> stems = {"You are a helpful assistant. ", "系统提示：",
                                           "🙂 emoji ", "", "short"};

@@ -45,6 +45,19 @@
 //     ancestor never older than its descendants, which is what makes the
 //     per-tenant LRU exact and cheap.) peek_for_tenant, and a match whose
 //     chooser declines, stamp nothing.
+//   * Recency resolution (Options::recency_shift = s, default 0): a recency
+//     is the clock divided by 2^s, so the 2^s stamps of one step share it.
+//     At s = 0 every stamp is distinct and the LRU is exact. At s > 0 it is
+//     exact between steps and unordered within one (the most-recent rule
+//     sees ties there and takes the lowest id, and drop_older_than cuts at
+//     a step), and a stamp stops at the first claim up its path that
+//     already holds the current step: the claims a tenant's requests share
+//     (a system prompt, an agent's trunk) are written once per step rather
+//     than by every request. That is most of a stamp's writes (on the
+//     branchy agent workload 33 claims per stamp at s = 0, 13 at s = 6), and
+//     the lines two threads serving one tenant would otherwise take from
+//     each other. The gateway's recency is a millisecond wall clock, whose
+//     ties are as coarse at 64,000 requests a second as s = 6 is.
 //   * Eviction is per tenant, LRU, one node at a time, always a leaf for
 //     that tenant (a node none of whose children it holds). The root is never
 //     evicted. A node that no tenant holds any more is unlinked and freed.
@@ -111,7 +124,8 @@
 //     the nodes its in-flight inserts have claimed so far.
 //   * Within one tenant the LRU list is always ordered by recency, and a
 //     node's recency is >= that of its descendants; eviction order is exact
-//     LRU even under concurrency.
+//     LRU (to one recency step, with Options::recency_shift) even under
+//     concurrency.
 //   * After evict(b) returns, every tenant is within b unless inserts that
 //     ran concurrently added to it. With Options::tenant_budget set, every
 //     insert evicts its own tenant back to the budget before it returns, so a
@@ -331,6 +345,11 @@ struct RadixTreeStats {
   std::size_t claims = 0;   // (node, tenant) entries, root entries included
   std::size_t tenants = 0;  // registered tenants
   std::uint64_t clock = 0;  // the last recency handed out
+  // Path stamps so far (one per insert, and per match that chose a tenant),
+  // and the claims they wrote: with Options::recency_shift > 0 a stamp
+  // writes only the claims of its path not yet in the current step.
+  std::uint64_t stamps = 0;
+  std::size_t stamped_claims = 0;
   // Units taken off tenants so far by eviction (periodic or reactive),
   // drop_older_than and remove_tenant: a monotonic count for metrics.
   std::size_t removed_units = 0;
@@ -474,6 +493,11 @@ class BasicApproxRadixTree {
     // host, every huge page costs a fresh host allocation (measured in
     // benchmarks/README.md).
     bool huge_pages = false;
+    // Recency resolution: one recency step per 2^recency_shift stamps, so
+    // that a stamp need not rewrite the claims its path shares with another
+    // stamp of the same step ("Recency resolution" above). 0: every stamp
+    // distinct, exact LRU. Values above 16 are taken as 16.
+    unsigned recency_shift = 0;
   };
 
   // What debug_node reports about one node.
@@ -488,7 +512,9 @@ class BasicApproxRadixTree {
   // Never allocates.
   BasicApproxRadixTree() noexcept : BasicApproxRadixTree(Options{}) {}
   explicit BasicApproxRadixTree(Options o) noexcept
-      : budget_(o.tenant_budget), arena_(o.huge_pages) {}
+      : budget_(o.tenant_budget),
+        recency_shift_(static_cast<std::uint8_t>(std::min(o.recency_shift, 16u))),
+        arena_(o.huge_pages) {}
 
   BasicApproxRadixTree(const BasicApproxRadixTree&) = delete;
   BasicApproxRadixTree& operator=(const BasicApproxRadixTree&) = delete;
@@ -802,13 +828,17 @@ class BasicApproxRadixTree {
     s.symbols = counts(kSymbols);
     s.claims = counts(kClaims);
     s.tenants = registered_.load(std::memory_order_relaxed);
-    s.clock = clock_.load(std::memory_order_relaxed);
+    s.clock = now();
+    s.stamps = clock_.load(std::memory_order_relaxed);
+    s.stamped_claims = counts(kStamped);
     s.removed_units = removed_units_.load(std::memory_order_relaxed);
     return s;
   }
 
   // The last recency handed out.
-  std::uint64_t now() const noexcept { return clock_.load(std::memory_order_relaxed); }
+  std::uint64_t now() const noexcept {
+    return clock_.load(std::memory_order_relaxed) >> recency_shift_;
+  }
 
   // Debug: every registered tenant's size recomputed from the nodes
   // (tenants at the root only count 0), ascending id. Requires quiescence.
@@ -949,7 +979,7 @@ class BasicApproxRadixTree {
 
   // --- counters ----------------------------------------------------------------
 
-  enum Count : std::size_t { kBytes, kNodes, kUnits, kSymbols, kClaims, kCounts };
+  enum Count : std::size_t { kBytes, kNodes, kUnits, kSymbols, kClaims, kStamped, kCounts };
   std::size_t counts(Count c) const noexcept { return counts_.load(c); }
 
   // --- allocation, every byte counted -------------------------------------
@@ -1359,22 +1389,47 @@ class BasicApproxRadixTree {
     claim(ci)->recency.store(u->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 
-  // Stamps claim `ci` and every ancestor claim with one fresh recency and
-  // moves them to the front, ancestors first. Returns the stamp. Every claim
+  // Stamps claim `ci` and every ancestor claim with the current recency and
+  // moves them to the front, ancestors first; stops below the first claim
+  // that already holds it (with recency_shift_ > 0), placing the stamped
+  // claims right behind that one. Returns the stamp. Every claim
   // on the chain stays allocated while `ci` does: only the list's tail (a
   // leaf for the tenant) is ever removed, and the caller holds ci's node
   // locked.
   std::uint64_t stamp_path(TenantState& ts, std::uint32_t ci) noexcept {
-    const std::uint64_t e = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
-    for (std::uint32_t p = ci; p != kNil;) {
-      Claim* c = claim(p);
-      c->recency.store(e, std::memory_order_relaxed);
-      if (c->up != kNil && ts.head != p) {
-        list_unlink(ts, p);
-        list_push_front(ts, p);
+    const std::uint64_t e = (clock_.fetch_add(1, std::memory_order_relaxed) + 1) >> recency_shift_;
+    // The first claim up the path that already holds e: it and every claim
+    // above it are in the list's front run (nothing is newer than e), so
+    // only the claims below it are stamped, and they go right behind it.
+    // (At shift 0 every stamp is new: no claim holds e.)
+    std::uint32_t anchor = kNil;
+    for (std::uint32_t p = recency_shift_ == 0 ? kNil : ci; p != kNil;) {
+      const Claim* c = claim(p);
+      if (c->recency.load(std::memory_order_relaxed) >= e) {
+        anchor = p;
+        break;
       }
       p = c->up;
     }
+    const bool to_front = anchor == kNil || claim(anchor)->up == kNil;
+    std::size_t written = 0;
+    for (std::uint32_t p = ci; p != anchor; ++written) {
+      Claim* c = claim(p);
+      c->recency.store(e, std::memory_order_relaxed);
+      if (c->up != kNil) {
+        if (to_front) {
+          if (ts.head != p) {
+            list_unlink(ts, p);
+            list_push_front(ts, p);
+          }
+        } else if (claim(anchor)->next != p) {
+          list_unlink(ts, p);
+          list_insert_after(ts, anchor, p);
+        }
+      }
+      p = c->up;
+    }
+    counts_.add(kStamped, written);
     return e;
   }
 
@@ -2253,6 +2308,7 @@ class BasicApproxRadixTree {
   // access), the tenant directory, the clock (one increment per stamp) and
   // the counters (per-thread stripes) each start a line of their own.
   const std::size_t budget_;
+  const std::uint8_t recency_shift_;
   alignas(detail::kCacheLine) Node root_;
   // Every non-root node and every claim (destroyed after destroy() has
   // freed what the nodes own outside them).

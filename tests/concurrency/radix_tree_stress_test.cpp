@@ -113,7 +113,10 @@ void writers_and_maintainer(int writers, std::uint64_t seed, Write write, Mainta
 
 TEST_CASE("radix tree stress: chat routing with concurrent eviction, drops and removals",
           "[radix_tree][concurrency][stress]") {
-  ApproxRadixTree tree;
+  // Exact recency, and recency in steps of 4 stamps (Options::recency_shift),
+  // whose stamps stop at claims already in the step.
+  const unsigned shift = GENERATE(0u, 2u);
+  ApproxRadixTree tree({.recency_shift = shift});
   constexpr int kRouters = 2;
   constexpr int kOpsPerRouter = 10000;
   std::atomic<int> routers_done{0};
@@ -194,8 +197,10 @@ TEST_CASE("radix tree stress: tiny alphabet, one hot path, evict(0) racing inser
           "[radix_tree][concurrency][stress]") {
   // Short strings over {a, b} share nodes and split constantly, while a
   // maintainer empties the tree as fast as it can: inserts race with the
-  // eviction of the very nodes they are upgrading.
-  ApproxRadixTree tree;
+  // eviction of the very nodes they are upgrading. With and without
+  // recency steps.
+  const unsigned shift = GENERATE(0u, 1u);
+  ApproxRadixTree tree({.recency_shift = shift});
   constexpr int kOps = 60000;
   std::atomic<int> bad{0};
   writers_and_maintainer(

@@ -58,6 +58,8 @@ TEST_CASE("model: the tree agrees with it on hand-picked operation sequences") {
       {0, 0, 0x0C, 0, 1, 2, 1, 0, 0x07, 0, 3, 2, 4, 2, 0x01, 0, 4, 1, 3, 0x01, 0, 3, 1},
       {1, 0, 0x0E, 5, 6, 0, 1, 0, 0x0E, 5, 6, 1, 2, 2, 0x0E, 5, 6, 2, 1, 4, 1, 6, 0},
       {0x22, 0, 0x0E, 4, 4, 4, 4, 4, 4, 4, 0, 0x0E, 0, 0, 0, 0, 0, 0, 0, 2, 0x0E, 4, 4, 4},
+      // The first, with recency in steps of 2 stamps.
+      {0x80, 0, 0x0C, 0, 1, 2, 1, 0, 0x07, 0, 3, 2, 4, 2, 0x01, 0, 4, 1, 3, 0x01, 0, 3, 1},
   };
   for (const auto& in : inputs) {
     INFO(kvfuzz::run_radix_tree(in.data(), in.size()));

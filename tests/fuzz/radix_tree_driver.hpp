@@ -49,8 +49,9 @@ class RadixDriver {
   using Model = RadixModel<Symbol>;
   using Seq = typename Model::Seq;
 
-  explicit RadixDriver(std::size_t budget)
-      : budget_(budget), tree_(typename Tree::Options{.tenant_budget = budget}) {}
+  explicit RadixDriver(std::size_t budget, unsigned recency_shift = 0)
+      : budget_(budget),
+        tree_(typename Tree::Options{.tenant_budget = budget, .recency_shift = recency_shift}) {}
 
   // Runs every operation in `in`; returns "" or the first mismatch with the
   // operations that led to it.
@@ -424,11 +425,14 @@ class RadixDriver {
 // The fuzz entry's body: "" or a description of the first mismatch.
 inline std::string run_radix_tree(const std::uint8_t* data, std::size_t size) {
   ByteReader in(data, size);
+  // Mode byte: bit 0 tokens, bit 1 a budget of 4 + bits 2-6, bit 7 recency
+  // in steps of 2 stamps.
   const std::uint8_t mode = in.next();
   const std::size_t budget =
-      (mode & 2) != 0 ? std::size_t{4} + (mode >> 2) : kvroute::kUnlimitedBudget;
-  if ((mode & 1) != 0) return RadixDriver<std::uint32_t>(budget).run(in);
-  return RadixDriver<char>(budget).run(in);
+      (mode & 2) != 0 ? std::size_t{4} + ((mode >> 2) & 31) : kvroute::kUnlimitedBudget;
+  const unsigned shift = (mode & 0x80) != 0 ? 1 : 0;
+  if ((mode & 1) != 0) return RadixDriver<std::uint32_t>(budget, shift).run(in);
+  return RadixDriver<char>(budget, shift).run(in);
 }
 
 }  // namespace kvfuzz

@@ -339,6 +339,21 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
   CHECK(tree->match_for_tenant(b2, w.value).matched == b2.size());
 }
 
+TEST_CASE("cache_aware: Options::recency_shift sets the trees' recency step", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware::Options o = no_eviction();
+  o.recency_shift = 3;  // 8 stamps a step
+  CacheAware ca(o);
+  for (int i = 0; i < 20; ++i) c.pick(ca, {.text = "agent trunk, branch " + std::to_string(i)});
+  const auto* tree = ca.tree("");
+  REQUIRE(tree != nullptr);
+  // One stamp per routed request (match and insert are one descent).
+  CHECK(tree->stats().stamps == 20);
+  CHECK(tree->now() == 20 / 8);
+  // The trunk's claims are written once per step, not by every request.
+  CHECK(tree->stats().stamped_claims < 20 * 2);
+}
+
 TEST_CASE("cache_aware: feedback within the rounding slack changes nothing", "[cache_aware]") {
   Cluster c(1);
   CacheAware ca(no_eviction());

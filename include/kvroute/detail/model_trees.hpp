@@ -50,6 +50,8 @@ class ModelTrees {
     // <= 0: no periodic sweep (maintain() still sweeps).
     std::chrono::nanoseconds eviction_interval = std::chrono::seconds(120);
     const Clock* clock = &Clock::steady();
+    // ApproxRadixTree::Options::recency_shift of every tree.
+    unsigned recency_shift = 0;
   };
 
   explicit ModelTrees(Options o) noexcept
@@ -72,7 +74,8 @@ class ModelTrees {
     if (ApproxRadixTree* t = find(model)) return t;
     try {
       auto fresh = std::make_unique<ApproxRadixTree>(ApproxRadixTree::Options{
-          .tenant_budget = opt_.reactive_eviction ? budget() : kUnlimitedBudget});
+          .tenant_budget = opt_.reactive_eviction ? budget() : kUnlimitedBudget,
+          .recency_shift = opt_.recency_shift});
       MutexLock lock(&mu_);
       auto [it, inserted] = trees_.try_emplace(std::string(model), nullptr);
       if (inserted) it->second = std::move(fresh);
