@@ -56,8 +56,8 @@
 //     than by every request. That is most of a stamp's writes (on the
 //     branchy agent workload 33 claims per stamp at s = 0, 13 at s = 6), and
 //     the lines two threads serving one tenant would otherwise take from
-//     each other. The gateway's recency is a millisecond wall clock, whose
-//     ties are as coarse at 64,000 requests a second as s = 6 is.
+//     each other. Unlike the gateway's 1-in-8 sampling no use is lost: a
+//     step only rounds when it happened.
 //   * Eviction is per tenant, LRU, one node at a time, always a leaf for
 //     that tenant (a node none of whose children it holds). The root is never
 //     evicted. A node that no tenant holds any more is unlinked and freed.
