@@ -36,6 +36,8 @@ generator: chat (default), agent, batch.
   --lp-queue-weight W   least_prefill's queue_weight (default 0.4)
   --lp-tree-scale X     least_prefill's max_tree_size in server caches
                         (default: the policy's, 2^26 characters)
+  --ca-recency-shift S  cache_aware's recency_shift, 0 to 16 (default 0:
+                        exact recency; S: steps of 2^S stamps)
   --policies a,b,...    run these (default: all; extra: least_prefill_nofeedback)
   --json FILE           write results as JSON
   --svg FILE            write a chart (hit rate and p99 TTFT per policy)
@@ -95,6 +97,14 @@ Args parse(int argc, char** argv) {
       a.cfg.lp_queue_weight = num(f, val());
     } else if (f == "--lp-tree-scale") {
       a.cfg.lp_tree_scale = num(f, val());
+    } else if (f == "--ca-recency-shift") {
+      const char* v = val();
+      char* end = nullptr;
+      const unsigned long s = std::strtoul(v, &end, 10);
+      if (end == v || *end != '\0' || s > 16) {
+        die(f + ": '" + v + "' is not an integer from 0 to 16");
+      }
+      a.cfg.ca_recency_shift = static_cast<unsigned>(s);
     } else if (f == "--seed") {
       a.cfg.seed = static_cast<std::uint64_t>(num(f, val()));
     } else if (f == "--policies") {

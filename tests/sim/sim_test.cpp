@@ -119,6 +119,20 @@ TEST_CASE("sim: equal seeds give equal results", "[sim]") {
   }
 }
 
+TEST_CASE("sim: cache_aware with recency steps takes the same branches", "[sim]") {
+  // Without feedback, steps only change how ties between equally loaded
+  // candidates fall: each request takes the same branch (hit or miss).
+  Trace tr = kvsim::generate("agent", 300, 4.0);
+  kvsim::SimConfig exact;
+  kvsim::SimConfig stepped;
+  stepped.ca_recency_shift = 6;
+  const auto a = kvsim::run_policy(tr, "cache_aware", exact);
+  const auto b = kvsim::run_policy(tr, "cache_aware", stepped);
+  CHECK(a.branches == b.branches);
+  REQUIRE(b.completions.size() == 300);
+  for (std::size_t j = 0; j < 300; ++j) CHECK(b.completions[j] == 1);
+}
+
 TEST_CASE("sim: oracle and sticky find the server that holds the session", "[sim]") {
   // Four sessions with distinct long prefixes, one turn every 10 s: no
   // queueing, so the best server for a follow-up is the one holding it.

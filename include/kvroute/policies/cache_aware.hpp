@@ -121,7 +121,9 @@ class CacheAware {
     // writes about a third of the claims per request on agent workloads,
     // the shared ones once per step, at the price of ties within a step
     // (for the most-recent rule) and a report_cached cut that takes a
-    // whole step.
+    // whole step (in kvroute_sim on Claude Code sessions, 0.027 less hit
+    // rate with feedback at 6; the same routes without feedback:
+    // examples/sim/README.md).
     unsigned recency_shift = 0;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
