@@ -38,6 +38,8 @@ generator: chat (default), agent, batch.
                         (default: the policy's, 2^26 characters)
   --ca-recency-shift S  cache_aware's recency_shift, 0 to 16 (default 0:
                         exact recency; S: steps of 2^S stamps)
+  --ca-feedback-slack-stamps K
+                        cache_aware's feedback_slack_stamps (default 0)
   --policies a,b,...    run these (default: all; extra: least_prefill_nofeedback)
   --json FILE           write results as JSON
   --svg FILE            write a chart (hit rate and p99 TTFT per policy)
@@ -105,6 +107,14 @@ Args parse(int argc, char** argv) {
         die(f + ": '" + v + "' is not an integer from 0 to 16");
       }
       a.cfg.ca_recency_shift = static_cast<unsigned>(s);
+    } else if (f == "--ca-feedback-slack-stamps") {
+      const char* v = val();
+      char* end = nullptr;
+      const unsigned long long k = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0' || v[0] == '-') {
+        die(f + ": '" + v + "' is not a non-negative integer");
+      }
+      a.cfg.ca_feedback_slack_stamps = k;
     } else if (f == "--seed") {
       a.cfg.seed = static_cast<std::uint64_t>(num(f, val()));
     } else if (f == "--policies") {

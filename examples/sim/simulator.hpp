@@ -47,6 +47,8 @@ struct SimConfig {
   double lp_tree_scale = 0;
   // CacheAware::Options::recency_shift of the cache_aware policies.
   unsigned ca_recency_shift = 0;
+  // CacheAware::Options::feedback_slack_stamps of cache_aware_feedback.
+  std::uint64_t ca_feedback_slack_stamps = 0;
 };
 
 // The cluster state a router may look at (oracle and sticky do; kvroute
@@ -270,8 +272,11 @@ inline std::unique_ptr<SimRouter> make_router(const std::string& name, const Sim
     return kv(std::make_unique<Bucket>(Bucket::Options{.clock = &clock, .seed = seed}));
   }
   if (name == "cache_aware" || name == "cache_aware_feedback") {
-    return kv(std::make_unique<CacheAware>(CacheAware::Options{
-                  .recency_shift = cfg.ca_recency_shift, .clock = &clock, .seed = seed}),
+    return kv(std::make_unique<CacheAware>(
+                  CacheAware::Options{.feedback_slack_stamps = cfg.ca_feedback_slack_stamps,
+                                      .recency_shift = cfg.ca_recency_shift,
+                                      .clock = &clock,
+                                      .seed = seed}),
               name == "cache_aware" ? Feedback::kNone : Feedback::kCacheAware);
   }
   if (name.rfind("least_prefill", 0) == 0) {

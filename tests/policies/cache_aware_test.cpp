@@ -354,6 +354,63 @@ TEST_CASE("cache_aware: Options::recency_shift sets the trees' recency step", "[
   CHECK(tree->stats().stamped_claims < 20 * 2);
 }
 
+TEST_CASE("cache_aware: feedback_slack_stamps spares claims only a little older", "[cache_aware]") {
+  // One stamp per routed request: A is stamp 1, B 2, C 3, C's turn 2 4.
+  for (const std::uint64_t slack : {0u, 2u}) {
+    INFO("feedback_slack_stamps " << slack);
+    Cluster c(2);
+    c.set_healthy(1, false);
+    CacheAware::Options o = no_eviction();
+    o.feedback_slack_stamps = slack;
+    CacheAware ca(o);
+    const std::string a = "conversation A: " + std::string(200, 'a');
+    const std::string b = "conversation B: " + std::string(200, 'b');
+    const std::string cc = "conversation C: " + std::string(200, 'c');
+    c.pick(ca, {.text = a});
+    c.pick(ca, {.text = b});
+    c.pick(ca, {.text = cc});
+    const std::string c2 = cc + " and a follow-up";
+    const auto d = c.select(ca, {.text = c2});
+    REQUIRE(d.branch == Branch::kCacheHit);
+    CHECK(ca.report_cached({.text = c2}, d, 16).claims > 0);
+    auto* tree = ca.tree("");
+    const auto w = c.ids[0].value;
+    // A (two stamps older than C) goes either way; B (one older) goes only
+    // with the exact cut.
+    CHECK(tree->peek_for_tenant(a, w).matched < a.size());
+    CHECK((tree->peek_for_tenant(b, w).matched == b.size()) == (slack == 2));
+    CHECK(tree->peek_for_tenant(c2, w).matched == c2.size());
+  }
+}
+
+TEST_CASE("cache_aware: with recency steps feedback keeps the missing entry's step",
+          "[cache_aware]") {
+  // Steps of 4 stamps: A, B, C are stamps 1-3 (step 0), E 4 and D 5 (step
+  // 1), D's turn 2 is 6. The missing entry, D, was last used in step 1; E,
+  // older than D but in its step, cannot be told apart from newer claims and
+  // stays; step 0 goes.
+  Cluster c(2);
+  c.set_healthy(1, false);
+  CacheAware::Options o = no_eviction();
+  o.recency_shift = 2;
+  CacheAware ca(o);
+  std::vector<std::string> texts;
+  for (char k : std::string("ABCED")) {
+    texts.push_back(std::string("conversation ") + k + ": " + std::string(200, k));
+    c.pick(ca, {.text = texts.back()});
+  }
+  const std::string d2 = texts[4] + " and a follow-up";
+  const auto d = c.select(ca, {.text = d2});
+  REQUIRE(d.branch == Branch::kCacheHit);
+  CHECK(d.ticket == 1);
+  CHECK(ca.report_cached({.text = d2}, d, 16).claims > 0);
+  auto* tree = ca.tree("");
+  const auto w = c.ids[0].value;
+  for (int i = 0; i < 3; ++i) CHECK(tree->peek_for_tenant(texts[i], w).matched < texts[i].size());
+  CHECK(tree->peek_for_tenant(texts[3], w).matched == texts[3].size());
+  CHECK(tree->peek_for_tenant(d2, w).matched == d2.size());
+}
+
 TEST_CASE("cache_aware: feedback within the rounding slack changes nothing", "[cache_aware]") {
   Cluster c(1);
   CacheAware ca(no_eviction());
