@@ -406,7 +406,9 @@ TEST_CASE("cache_aware: with recency steps feedback keeps the missing entry's st
   CHECK(ca.report_cached({.text = d2}, d, 16).claims > 0);
   auto* tree = ca.tree("");
   const auto w = c.ids[0].value;
-  for (int i = 0; i < 3; ++i) CHECK(tree->peek_for_tenant(texts[i], w).matched < texts[i].size());
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(tree->peek_for_tenant(texts[i], w).matched < texts[i].size());
+  }
   CHECK(tree->peek_for_tenant(texts[3], w).matched == texts[3].size());
   CHECK(tree->peek_for_tenant(d2, w).matched == d2.size());
 }
