@@ -110,7 +110,7 @@ bool parse_positive(const char* s, std::uint64_t& out) {
   return true;
 }
 
-// An integer from 0 to 16, digits only.
+// An integer from 0 to ApproxRadixTree::kMaxRecencyShift (16), digits only.
 bool parse_shift(const char* s, unsigned& out) {
   if (s == nullptr || *s == '\0' || std::strlen(s) > 2) return false;
   unsigned v = 0;
@@ -118,7 +118,7 @@ bool parse_shift(const char* s, unsigned& out) {
     if (*p < '0' || *p > '9') return false;
     v = v * 10 + static_cast<unsigned>(*p - '0');
   }
-  if (v > 16) return false;
+  if (v > kvroute::ApproxRadixTree::kMaxRecencyShift) return false;
   out = v;
   return true;
 }

@@ -103,7 +103,7 @@ Args parse(int argc, char** argv) {
       const char* v = val();
       char* end = nullptr;
       const unsigned long s = std::strtoul(v, &end, 10);
-      if (end == v || *end != '\0' || s > 16) {
+      if (end == v || *end != '\0' || s > kvroute::ApproxRadixTree::kMaxRecencyShift) {
         die(f + ": '" + v + "' is not an integer from 0 to 16");
       }
       a.cfg.ca_recency_shift = static_cast<unsigned>(s);

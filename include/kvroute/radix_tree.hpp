@@ -481,6 +481,8 @@ class BasicApproxRadixTree {
   using fragment_type = typename Traits::Fragment;
 
   static constexpr std::size_t kMaxSequenceSymbols = 0xFFFFFFFFu;
+  // The largest Options::recency_shift; larger values are taken as this.
+  static constexpr unsigned kMaxRecencyShift = 16;
 
   struct Options {
     // When set, every insert evicts its own tenant down to this many units
@@ -496,7 +498,7 @@ class BasicApproxRadixTree {
     // Recency resolution: one recency step per 2^recency_shift stamps, so
     // that a stamp need not rewrite the claims its path shares with another
     // stamp of the same step ("Recency resolution" above). 0: every stamp
-    // distinct, exact LRU. Values above 16 are taken as 16.
+    // distinct, exact LRU. Values above kMaxRecencyShift are taken as it.
     unsigned recency_shift = 0;
   };
 
@@ -513,7 +515,7 @@ class BasicApproxRadixTree {
   BasicApproxRadixTree() noexcept : BasicApproxRadixTree(Options{}) {}
   explicit BasicApproxRadixTree(Options o) noexcept
       : budget_(o.tenant_budget),
-        recency_shift_(static_cast<std::uint8_t>(std::min(o.recency_shift, 16u))),
+        recency_shift_(static_cast<std::uint8_t>(std::min(o.recency_shift, kMaxRecencyShift))),
         arena_(o.huge_pages) {}
 
   BasicApproxRadixTree(const BasicApproxRadixTree&) = delete;
@@ -834,6 +836,9 @@ class BasicApproxRadixTree {
     s.removed_units = removed_units_.load(std::memory_order_relaxed);
     return s;
   }
+
+  // Options::recency_shift as the tree applies it (clamped).
+  unsigned recency_shift() const noexcept { return recency_shift_; }
 
   // The last recency handed out.
   std::uint64_t now() const noexcept {

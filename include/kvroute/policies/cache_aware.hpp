@@ -213,7 +213,7 @@ class CacheAware {
     if (cached >= claimed || claimed - cached <= slack) return {};
     ApproxRadixTree* tree = trees_.find(model);
     if (tree == nullptr) return {};
-    return tree->drop_older_than(worker.value, feedback_cut(ticket));
+    return tree->drop_older_than(worker.value, feedback_cut(ticket, tree->recency_shift()));
   }
 
   // A worker left: forget it in every tree (and again on every sweep: a
@@ -230,11 +230,10 @@ class CacheAware {
 
  private:
   // The recency below which report_cached drops claims, for a missing entry
-  // last used at `ticket`: ticket + 1 (the entry's age and older) less the
-  // slack in recency units (stamps / 2^recency_shift, rounded up; at least
-  // one step when there are steps).
-  std::uint64_t feedback_cut(std::uint64_t ticket) const noexcept {
-    const unsigned s = std::min(opt_.recency_shift, 16u);
+  // last used at `ticket` in a tree with recency shift `s`: ticket + 1 (the
+  // entry's age and older) less the slack in recency units (stamps / 2^s,
+  // rounded up; at least one step when there are steps).
+  std::uint64_t feedback_cut(std::uint64_t ticket, unsigned s) const noexcept {
     std::uint64_t slack = (opt_.feedback_slack_stamps >> s) +
                           ((opt_.feedback_slack_stamps & ((std::uint64_t{1} << s) - 1)) != 0);
     if (s > 0) slack = std::max<std::uint64_t>(slack, 1);
