@@ -36,8 +36,8 @@ generator: chat (default), agent, batch.
   --lp-queue-weight W   least_prefill's queue_weight (default 0.4)
   --lp-tree-scale X     least_prefill's max_tree_size in server caches
                         (default: the policy's, 2^26 characters)
-  --ca-recency-shift S  cache_aware's recency_shift, 0 to 16 (default 0:
-                        exact recency; S: steps of 2^S stamps)
+  --ca-recency-shift S  cache_aware's recency_shift, 0 to 16 (default 6:
+                        steps of 2^S stamps; 0: exact recency)
   --ca-feedback-slack-stamps K
                         cache_aware's feedback_slack_stamps (default 0)
   --policies a,b,...    run these (default: all; extra: least_prefill_nofeedback)

@@ -46,7 +46,7 @@ struct SimConfig {
   // 0 keeps the policy's default.
   double lp_tree_scale = 0;
   // CacheAware::Options::recency_shift of the cache_aware policies.
-  unsigned ca_recency_shift = 0;
+  unsigned ca_recency_shift = kvroute::CacheAware::Options{}.recency_shift;
   // CacheAware::Options::feedback_slack_stamps of cache_aware_feedback.
   std::uint64_t ca_feedback_slack_stamps = 0;
 };

@@ -18,6 +18,13 @@ CacheAware::Options no_eviction(CacheAware::Options o = {}) {
   o.eviction_interval = std::chrono::nanoseconds(0);
   return o;
 }
+// Exact recency (the default keeps it in steps of 64 stamps): for the tests
+// that tell requests a single stamp apart.
+CacheAware::Options exact_recency(CacheAware::Options o = {}) {
+  o = no_eviction(o);
+  o.recency_shift = 0;
+  return o;
+}
 }  // namespace
 
 // 6.2.1 balanced_load (the gateway's test uses threshold 0.5).
@@ -220,7 +227,7 @@ TEST_CASE("cache_aware: the tenant rule picks among the deepest node's tenants",
   const std::string text = "shared prefix held by several workers";
   SECTION("least loaded, then most recent") {
     Cluster c(3);
-    CacheAware ca(no_eviction());
+    CacheAware ca(exact_recency());
     // Put the text on all three workers (imbalanced routes to the idle one).
     for (std::size_t i = 0; i < 3; ++i) {
       auto* tree = ca.tree("");
@@ -241,12 +248,27 @@ TEST_CASE("cache_aware: the tenant rule picks among the deepest node's tenants",
   }
   SECTION("most recent") {
     Cluster c(3);
-    CacheAware ca(no_eviction({.tenant_rule = CacheAware::TenantRule::kMostRecent}));
+    CacheAware ca(exact_recency({.tenant_rule = CacheAware::TenantRule::kMostRecent}));
     c.pick(ca, {.text = "warm"});
     auto* tree = ca.tree("");
     for (std::size_t i : {2u, 0u, 1u}) REQUIRE(tree->insert(text, c.ids[i].value).ok());
     c.set_load(1, 5);  // load is ignored by this rule (but stays balanced)
     CHECK(c.pick(ca, {.text = text}) == 1);
+  }
+  SECTION("most recent, with the default recency steps") {
+    // The price of steps: within one step of 64 stamps the three claims
+    // tie, and a tie goes to the lowest id; a stamp in a later step wins.
+    Cluster c(3);
+    CacheAware ca(no_eviction({.tenant_rule = CacheAware::TenantRule::kMostRecent}));
+    REQUIRE(CacheAware::Options{}.recency_shift == 6);
+    c.pick(ca, {.text = "warm"});
+    auto* tree = ca.tree("");
+    for (std::size_t i : {2u, 0u, 1u}) REQUIRE(tree->insert(text, c.ids[i].value).ok());
+    CHECK(c.pick(ca, {.text = text}) == 0);
+    for (int i = 0; i < 64; ++i)
+      REQUIRE(tree->insert("filler " + std::to_string(i), c.ids[0].value).ok());
+    REQUIRE(tree->insert(text, c.ids[2].value).ok());
+    CHECK(c.pick(ca, {.text = text}) == 2);
   }
 }
 
@@ -313,7 +335,7 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
   // One worker, so every request goes to it; the tree is the only question.
   Cluster c(2);
   c.set_healthy(1, false);
-  CacheAware ca(no_eviction());
+  CacheAware ca(exact_recency());
   const std::string old_a = "conversation A: " + std::string(200, 'a');
   const std::string old_b = "conversation B: " + std::string(200, 'b');
   const std::string recent = "conversation C: " + std::string(200, 'c');
@@ -339,6 +361,34 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
   CHECK(tree->match_for_tenant(b2, w.value).matched == b2.size());
 }
 
+TEST_CASE("cache_aware: feedback with the default recency steps drops the older steps",
+          "[cache_aware]") {
+  // Steps of 64 stamps (one stamp per routed request): A is stamp 1, in
+  // step 0 with 63 other conversations; B (stamp 70) and C are in step 1.
+  // The server no longer holds B: every step before B's is stale (A goes),
+  // B's own step is kept whole (C stays), and B's new turn stays.
+  Cluster c(2);
+  c.set_healthy(1, false);
+  CacheAware ca(no_eviction());
+  const std::string a = "conversation A: " + std::string(200, 'a');
+  const std::string b = "conversation B: " + std::string(200, 'b');
+  const std::string cc = "conversation C: " + std::string(200, 'c');
+  c.pick(ca, {.text = a});
+  for (int i = 0; i < 68; ++i) c.pick(ca, {.text = "filler " + std::to_string(i)});
+  c.pick(ca, {.text = b});
+  c.pick(ca, {.text = cc});
+  const std::string b2 = b + " and a follow-up";
+  const auto d = c.select(ca, {.text = b2});
+  REQUIRE(d.branch == Branch::kCacheHit);
+  CHECK(ca.report_cached({.text = b2}, d, 16).claims > 0);
+  auto* tree = ca.tree("");
+  const auto w = c.ids[0].value;
+  CHECK(tree->peek_for_tenant(a, w).matched < a.size());
+  CHECK(tree->peek_for_tenant("filler 3", w).matched < 8);
+  CHECK(tree->peek_for_tenant(cc, w).matched == cc.size());
+  CHECK(tree->peek_for_tenant(b2, w).matched == b2.size());
+}
+
 TEST_CASE("cache_aware: Options::recency_shift sets the trees' recency step", "[cache_aware]") {
   Cluster c(2);
   CacheAware::Options o = no_eviction();
@@ -360,7 +410,7 @@ TEST_CASE("cache_aware: feedback_slack_stamps spares claims only a little older"
     INFO("feedback_slack_stamps " << slack);
     Cluster c(2);
     c.set_healthy(1, false);
-    CacheAware::Options o = no_eviction();
+    CacheAware::Options o = exact_recency();
     o.feedback_slack_stamps = slack;
     CacheAware ca(o);
     const std::string a = "conversation A: " + std::string(200, 'a');
@@ -415,7 +465,7 @@ TEST_CASE("cache_aware: with recency steps feedback keeps the missing entry's st
 
 TEST_CASE("cache_aware: feedback within the rounding slack changes nothing", "[cache_aware]") {
   Cluster c(1);
-  CacheAware ca(no_eviction());
+  CacheAware ca(exact_recency());
   const std::string other = "another conversation: " + std::string(300, 'o');
   const std::string t = "the conversation: " + std::string(1000, 't');
   c.pick(ca, {.text = other});

@@ -124,6 +124,7 @@ TEST_CASE("sim: cache_aware with recency steps takes the same branches", "[sim]"
   // candidates fall: each request takes the same branch (hit or miss).
   Trace tr = kvsim::generate("agent", 300, 4.0);
   kvsim::SimConfig exact;
+  exact.ca_recency_shift = 0;
   kvsim::SimConfig stepped;
   stepped.ca_recency_shift = 6;
   const auto a = kvsim::run_policy(tr, "cache_aware", exact);
