@@ -364,7 +364,8 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
 TEST_CASE("cache_aware: feedback with the default recency steps drops the older steps",
           "[cache_aware]") {
   // Steps of 64 stamps (one stamp per routed request): A is stamp 1, in
-  // step 0 with 63 other conversations; B (stamp 70) and C are in step 1.
+  // step 0 (stamps 1-63) with the first 62 fillers; the last 6 fillers, B
+  // (stamp 70), C (71) and B's turn 2 (72) are in step 1.
   // The server no longer holds B: every step before B's is stale (A goes),
   // B's own step is kept whole (C stays), and B's new turn stays.
   Cluster c(2);
