@@ -149,12 +149,13 @@
 //     within budget costs O(1).
 //   * remove_tenant: O(nodes the tenant holds * (T + C)).
 //
-// Memory: a node is 48 bytes + its fragment (1 byte per ASCII character,
+// Memory: a node is 56 bytes + its fragment (1 byte per ASCII character,
 // up to 4 per code point; 4 per uint32 token) + 8 bytes per child and per
-// tenant entry (none for a node's only tenant, the common case); each
-// (node, tenant) pair also costs a 24-byte claim. Nodes and claims link to
-// each other by 32-bit indices into one slab (detail/slab.hpp), which grows
-// by 12 KB chunks and keeps them, reusing freed slots, until the tree is
+// tenant entry, in blocks of their own (but up to two children live in the
+// node, and a node's only tenant too: the common cases); each (node,
+// tenant) pair also costs a 24-byte claim. Nodes and claims link to each other by
+// 32-bit indices into one slab (detail/slab.hpp), which grows by 16 KB
+// chunks and keeps them, reusing freed slots, until the tree is
 // destroyed. A fragment of 256 bytes or more has a 16-byte header, and
 // after a split it may sit in a larger buffer, at most four times its size
 // (the other part of the split was copied out). Long fragments (chat
@@ -963,8 +964,14 @@ class BasicApproxRadixTree {
 
   // --- slab objects ----------------------------------------------------------
 
-  static_assert(sizeof(Node) <= 2 * sizeof(Claim) && alignof(Node) <= 8,
-                "a node takes two slab units");
+  static constexpr unsigned kNodeUnits = detail::RadixSlab::kLarge;
+  static constexpr unsigned kClaimUnits = detail::RadixSlab::kSmall;
+  static_assert(sizeof(Node) <= detail::RadixSlab::kChunkBytes / detail::RadixSlab::kChunkUnits *
+                                    kNodeUnits &&
+                    sizeof(Claim) <= detail::RadixSlab::kChunkBytes /
+                                         detail::RadixSlab::kChunkUnits * kClaimUnits &&
+                    alignof(Node) <= 8,
+                "a node is a large slab block, a claim a small one");
   Node* node(std::uint32_t i) const noexcept { return static_cast<Node*>(pool_.at(i)); }
   // Also the root, for a claim's `node`.
   Node* node_or_root(std::uint32_t i) const noexcept {
@@ -1020,12 +1027,12 @@ class BasicApproxRadixTree {
   }
   // kNil when out of memory.
   std::uint32_t new_node() noexcept {
-    const std::uint32_t i = pool_.alloc(2);
+    const std::uint32_t i = pool_.alloc(kNodeUnits);
     if (i != kNil) new (pool_.at(i)) Node();
     return i;
   }
   std::uint32_t new_claim() noexcept {
-    const std::uint32_t i = pool_.alloc(1);
+    const std::uint32_t i = pool_.alloc(kClaimUnits);
     if (i != kNil) new (pool_.at(i)) Claim();
     return i;
   }
@@ -1039,15 +1046,15 @@ class BasicApproxRadixTree {
   }
   // Frees a claim that was never linked (no stats to undo).
   void discard_claim(std::uint32_t c) noexcept {
-    if (c != kNil) pool_.release(c, 1);
+    if (c != kNil) pool_.release(c, kClaimUnits);
   }
   void free_claim(std::uint32_t c) noexcept {
-    pool_.release(c, 1);
+    pool_.release(c, kClaimUnits);
     counts_.sub(kClaims, 1);
   }
   // Frees a node that was never linked (no stats to undo).
   void discard_node(std::uint32_t i) noexcept {
-    if (i != kNil) pool_.release(i, 2);
+    if (i != kNil) pool_.release(i, kNodeUnits);
   }
   // Frees an unlinked node and its storage (its claims must be gone).
   void free_node(std::uint32_t i) noexcept {
@@ -1057,7 +1064,7 @@ class BasicApproxRadixTree {
     counts_.sub(kUnits, n->count);
     counts_.sub(kSymbols, n->len);
     retire_frag(n->frag, n->len, n->frag_kind);
-    retire_block(n->child_block, Node::child_block_bytes(n->cap_child()));
+    retire_child_block(*n);
     retire_tenant_block(*n);
     domain_.retire({nullptr, i, kRetiredNode});
   }
@@ -1117,13 +1124,13 @@ class BasicApproxRadixTree {
   // Objects never published (an insert's unused allocations) and claims
   // (which an optimistic reader only prefetches) are freed at once.
   static constexpr std::uint32_t kRetiredBlock = 0;  // from alloc(): ptr, bytes
-  static constexpr std::uint32_t kRetiredNode = 1;   // a node's two slab units: index
+  static constexpr std::uint32_t kRetiredNode = 1;   // a node's slab block: index
   static void reclaim_retired(void* self, const detail::Retired& r) noexcept {
     auto* t = static_cast<BasicApproxRadixTree*>(self);
     if (r.kind == kRetiredBlock) {
       t->dealloc(r.ptr, static_cast<std::size_t>(r.size));
     } else {
-      t->pool_.release(static_cast<std::uint32_t>(r.size), 2);
+      t->pool_.release(static_cast<std::uint32_t>(r.size), kNodeUnits);
     }
   }
   void retire_block(void* p, std::size_t n) noexcept {
@@ -1177,23 +1184,38 @@ class BasicApproxRadixTree {
     return c;
   }
 
-  // Makes room for `need` children. Requires n exclusively locked.
+  // Makes room for `need` children: in the node up to
+  // Node::kInlineChildren, then in a block. Requires n exclusively locked.
   bool reserve_children(Node& n, std::uint32_t need) noexcept {
     if (n.cap_child() >= need) return true;
     const std::uint32_t cap = grown(n.cap_child(), need);
+    if (cap <= Node::kInlineChildren) {  // the inline arrays stay where they are
+      n.set_cap_child(cap);
+      return true;
+    }
     void* b = alloc(Node::child_block_bytes(cap));
     if (b == nullptr) return false;
     Node tmp;  // only to compute the new block's layout
-    tmp.child_block = b;
+    tmp.children.block = b;
     tmp.set_cap_child(cap);
     if (n.nchild > 0) {
       std::memcpy(tmp.keys(), n.keys(), n.nchild * sizeof(Key));
       std::memcpy(tmp.kids(), n.kids(), n.nchild * sizeof(std::uint32_t));
     }
-    retire_block(n.child_block, Node::child_block_bytes(n.cap_child()));
-    n.child_block = b;
+    retire_child_block(n);
+    n.children.block = b;
     n.set_cap_child(cap);
     return true;
+  }
+
+  // n's child block, if it has one (not inline children): retired (readers
+  // may hold it) or freed.
+  void retire_child_block(Node& n) noexcept {
+    if (!n.children_inline())
+      retire_block(n.children.block, Node::child_block_bytes(n.cap_child()));
+  }
+  void free_child_block(Node& n) noexcept {
+    if (!n.children_inline()) dealloc(n.children.block, Node::child_block_bytes(n.cap_child()));
   }
 
   // A node's only tenant needs no block (cap 1, kept inline); from the
@@ -1614,7 +1636,7 @@ class BasicApproxRadixTree {
     to.child_cap_code = from.child_cap_code;
     to.tenant_cap_code = from.tenant_cap_code;
     to.frag = from.frag;
-    to.child_block = from.child_block;
+    to.children = from.children;
     to.tenants = from.tenants;
   }
 
@@ -1750,7 +1772,7 @@ class BasicApproxRadixTree {
     }
     p.lower_frag = nullptr;
     p.upper_frag = nullptr;
-    lo->child_block = x.child_block;
+    lo->children = x.children;
     lo->nchild = x.nchild;
     lo->child_cap_code = x.child_cap_code;
     lo->tenants = x.tenants;
@@ -1759,7 +1781,10 @@ class BasicApproxRadixTree {
 
     x.len = static_cast<std::uint32_t>(k);
     x.count = static_cast<std::uint32_t>(kc);
-    x.child_block = p.upper_children;
+    if (p.upper_children != nullptr)
+      x.children.block = p.upper_children;
+    else
+      x.children.in = {};  // inline children
     x.set_cap_child(p.upper_child_cap);
     x.nchild = 0;
     p.upper_children = nullptr;
@@ -1933,11 +1958,13 @@ class BasicApproxRadixTree {
               (p.frag_mode == SplitFrag::kLowerKeeps || p.lower_frag != nullptr) &&
               (p.frag_mode == SplitFrag::kUpperKeeps || p.upper_frag != nullptr);
           p.upper_child_cap = need_leaf ? 2 : 1;
-          p.upper_children = alloc(Node::child_block_bytes(p.upper_child_cap));
+          const std::size_t cb = Node::child_block_bytes(p.upper_child_cap);
+          if (cb > 0) p.upper_children = alloc(cb);
           p.upper_tenant_cap = std::bit_ceil(x->ntenant + (need_claim ? 1u : 0u));
           const std::size_t tb = Node::tenant_block_bytes(p.upper_tenant_cap);
           if (tb > 0) p.upper_tenants = alloc(tb);
-          ok = p.lower != kNil && frags_ok && p.upper_children && (tb == 0 || p.upper_tenants);
+          ok = p.lower != kNil && frags_ok && (cb == 0 || p.upper_children) &&
+               (tb == 0 || p.upper_tenants);
           for (std::uint32_t i = 0; ok && i < x->ntenant; ++i) {
             const std::uint32_t c = new_claim();
             if (c == kNil) {
@@ -2172,7 +2199,7 @@ class BasicApproxRadixTree {
           return fail("a buffer holds too many dead bytes");
         }
       }
-      if (n->child_block != nullptr) bytes += Node::child_block_bytes(n->cap_child());
+      bytes += Node::child_block_bytes(n->cap_child());
       bytes += Node::tenant_block_bytes(n->cap_tenant());
       for (std::uint32_t i = 1; i < n->nchild; ++i) {
         if (!(n->keys()[i - 1] < n->keys()[i])) return fail("child keys are not sorted");
@@ -2254,7 +2281,8 @@ class BasicApproxRadixTree {
     if (units != counts(kUnits)) return fail("unit count is wrong");
     if (symbols != counts(kSymbols)) return fail("symbol count is wrong");
     if (claims != counts(kClaims)) return fail("claim count is wrong");
-    if (2 * nodes + claims != pool_.live()) return fail("units in the slab != nodes and claims");
+    if (kNodeUnits * nodes + kClaimUnits * claims != pool_.live())
+      return fail("units in the slab != nodes and claims");
     for (const auto& top : top_) {
       const TenantMid* mid = top.load();
       if (mid == nullptr) continue;
@@ -2275,14 +2303,14 @@ class BasicApproxRadixTree {
   void destroy() noexcept {
     std::vector<Node*> stack;
     push_children(root_, stack);
-    dealloc(root_.child_block, Node::child_block_bytes(root_.cap_child()));
+    free_child_block(root_);
     free_tenant_block(root_);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       push_children(*n, stack);
       free_frag(n->frag, n->len, n->frag_kind);
-      dealloc(n->child_block, Node::child_block_bytes(n->cap_child()));
+      free_child_block(*n);
       free_tenant_block(*n);
     }
     TenantState* ts = registry_.load();

@@ -1,10 +1,12 @@
 // detail::UnitSlab (kvroute/detail/slab.hpp), the radix tree's store of
-// nodes and claims: indices stay valid and distinct, two-unit blocks never
+// nodes and claims: indices stay valid and distinct, large blocks never
 // straddle a chunk, freed blocks are reused, a leaf and its claim allocated
 // together sit side by side, and concurrent alloc/release from several
 // threads hand out no block twice (also under ThreadSanitizer).
 
 #include "kvroute/detail/slab.hpp"
+
+#include "kvroute/detail/radix_node.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -84,6 +87,36 @@ TEST_CASE("slab: a fresh pair is adjacent and a pair is all or nothing", "[slab]
   CHECK(b == Slab::kChunkUnits);
   CHECK(slab.alloc(1) == Slab::kChunkUnits - 1);
   CHECK(slab.live() == Slab::kChunkUnits + 2);
+}
+
+TEST_CASE("slab: blocks of three and seven 8-byte units, as the radix tree uses it", "[slab]") {
+  using Tree = kvroute::detail::UnitSlab<8, 3, 7, 11>;
+  static_assert(std::is_same_v<Tree, kvroute::detail::RadixSlab>);
+  Tree slab;
+  std::uint32_t large = 0;
+  std::uint32_t small = 0;
+  REQUIRE(slab.alloc_pair(large, small));
+  CHECK(large == 0);
+  CHECK(small == 7);
+  CHECK(static_cast<char*>(slab.at(large)) + 56 == slab.at(small));
+  // Fill the first chunk with small blocks until fewer than 7 units are
+  // left (4 of 2048): too few for a large block, which starts the next
+  // chunk; the 4 units give one small block (the last one stays unused).
+  std::uint32_t next = 10;
+  while (Tree::kChunkUnits - next >= 7) {
+    REQUIRE(slab.alloc(3) == next);
+    next += 3;
+  }
+  REQUIRE(next == Tree::kChunkUnits - 4);
+  CHECK(slab.alloc(7) == Tree::kChunkUnits);
+  CHECK(slab.alloc(3) == Tree::kChunkUnits - 4);
+  CHECK(slab.alloc(3) == Tree::kChunkUnits + 7);
+  CHECK(slab.live() == Tree::kChunkUnits - 4 + 3 + 7 + 3);
+  // Released blocks are reused by size.
+  slab.release(large, 7);
+  slab.release(small, 3);
+  CHECK(slab.alloc(3) == 7);
+  CHECK(slab.alloc(7) == 0);
 }
 
 TEST_CASE("slab: concurrent alloc and release never hand out a block twice", "[slab][threads]") {

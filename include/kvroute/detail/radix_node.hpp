@@ -16,11 +16,15 @@
 //     children keyed by the first unit of their fragment, and a sorted array
 //     of (tenant id, claim). No hash map and no per-character node.
 //
-// Layout (64-bit): a node is 48 bytes plus its fragment, plus one block of
-// (key, child index) pairs and, when more than one tenant holds it, one
-// block of (tenant id, claim index) pairs; a claim is 24 bytes. Nodes and
-// claims live in the tree's slab (detail/slab.hpp); the blocks and
-// fragments are allocated by the tree, which counts every byte.
+// Layout (64-bit): a node is 56 bytes plus its fragment. Its first two
+// children (one for 8-byte token ids) are kept in the node itself; beyond
+// that, one block of (key, child index) pairs. Keeping a fork's two
+// children inline takes a dependent cache miss (the block) off every level
+// of a descent through a large tree (benchmarks/README.md, "Two children
+// in the node"). When more than one tenant holds a node, one block of
+// (tenant id, claim index) pairs; a claim is 24 bytes. Nodes and claims
+// live in the tree's slab (detail/slab.hpp: 7 and 3 units of 8 bytes); the
+// blocks and fragments are allocated by the tree, which counts every byte.
 //
 // Thread safety: none here; RadixNode::lock and the tree's per-tenant mutexes
 // guard the fields as documented in radix_tree.hpp.
@@ -175,8 +179,9 @@ struct RadixClaim {
   std::atomic<std::uint64_t> recency{0};
 };
 
-// The tree's slab: a claim is one unit, a node two.
-using RadixSlab = UnitSlab<sizeof(RadixClaim)>;
+// The tree's slab: 8-byte units in chunks of 2048 (16 KB); a claim is a
+// small block (3 units), a node a large one (7 units).
+using RadixSlab = UnitSlab<8, 3, 7, 11>;
 
 // A node's fragment is a buffer of exactly its length (short fragments), or
 // lies inside a longer buffer of its own with a header (see the tree's
@@ -201,7 +206,18 @@ struct RadixNode {
   // Where `frag` lives: kFragPlain or kFragInBuffer.
   std::uint8_t frag_kind = 0;
   Symbol* frag = nullptr;
-  void* child_block = nullptr;  // Key[cap_child()], then node index[cap_child()]
+  // Up to kInlineChildren children (most nodes: a fork has two) are kept
+  // in the node, so that a descent finds the next node without loading a
+  // block; more take a block: Key[cap_child()], then node index[cap_child()].
+  static constexpr std::uint32_t kInlineChildren =
+      std::bit_floor(std::min<std::size_t>(2, 16 / (sizeof(Key) + sizeof(std::uint32_t))));
+  union Children {
+    void* block;
+    struct Inline {
+      Key keys[kInlineChildren];
+      std::uint32_t kids[kInlineChildren];
+    } in;
+  } children{nullptr};
   // Tenant capacity <= 1 (most nodes: one tenant): the one entry inline,
   // no block. Otherwise a block: tenant id[cap], then claim index[cap].
   union Tenants {
@@ -225,18 +241,25 @@ struct RadixNode {
   void set_cap_tenant(std::uint32_t cap) noexcept { tenant_cap_code = cap_code(cap); }
 
   static constexpr std::size_t align4(std::size_t n) noexcept { return (n + 3) & ~std::size_t{3}; }
+  // 0 for inline children (cap <= kInlineChildren): no block.
   static constexpr std::size_t child_block_bytes(std::uint32_t cap) noexcept {
-    return align4(cap * sizeof(Key)) + cap * sizeof(std::uint32_t);
+    return cap <= kInlineChildren ? 0 : align4(cap * sizeof(Key)) + cap * sizeof(std::uint32_t);
   }
+  bool children_inline() const noexcept { return cap_child() <= kInlineChildren; }
   // 0 for the inline single tenant (cap <= 1): no block.
   static constexpr std::size_t tenant_block_bytes(std::uint32_t cap) noexcept {
     return cap <= 1 ? 0 : std::size_t{cap} * 2 * sizeof(std::uint32_t);
   }
   bool tenants_inline() const noexcept { return tenant_cap_code <= 1; }
 
-  Key* keys() const noexcept { return static_cast<Key*>(child_block); }
+  // Arrays of nchild entries (inline ones at fixed places, whatever the cap).
+  Key* keys() const noexcept {
+    if (children_inline()) return const_cast<Key*>(children.in.keys);
+    return static_cast<Key*>(children.block);
+  }
   std::uint32_t* kids() const noexcept {
-    return reinterpret_cast<std::uint32_t*>(static_cast<char*>(child_block) +
+    if (children_inline()) return const_cast<std::uint32_t*>(children.in.kids);
+    return reinterpret_cast<std::uint32_t*>(static_cast<char*>(children.block) +
                                             align4(cap_child() * sizeof(Key)));
   }
   // Arrays of ntenant entries (the inline pair's fields for one tenant).

@@ -2,9 +2,11 @@
 // File: kvroute/detail/slab.hpp
 // -----------------------------------------------------------------------------
 //
-// Not API. `detail::UnitSlab<UnitBytes>`: objects of one or two units of UnitBytes
-// bytes, addressed by a 32-bit index instead of a pointer. The radix tree
-// keeps its nodes (two units) and claims (one unit) in one of these, so that
+// Not API. `detail::UnitSlab<UnitBytes, SmallUnits, LargeUnits, ChunkBits>`:
+// objects of two sizes, SmallUnits or LargeUnits units of UnitBytes bytes
+// (by default one and two), addressed by a 32-bit unit index instead of a
+// pointer. The radix tree keeps its nodes (7 units of 8 bytes) and claims
+// (3 units) in one of these (detail::RadixSlab), so that
 // every link between them (a child, a claim's node, its parent claim and LRU
 // neighbours) takes 4 bytes instead of 8; so that a new leaf and its claim,
 // allocated together, sit next to each other in memory (a stamp of a path
@@ -13,9 +15,11 @@
 // arena lock on cross-thread frees was the tree's main cost with two
 // threads).
 //
-// Layout: chunks of 512 units, allocated as needed and kept until the slab
-// is destroyed; freed one- and two-unit blocks go on two free lists and are
-// reused, newest first. A directory of chunk pointers doubles when full; old
+// Layout: chunks of 2^ChunkBits units (512 by default), allocated as
+// needed and kept until the slab is destroyed; a block never straddles two
+// chunks (the end of a chunk too short for a large block is cut into small
+// ones). Freed small and large blocks go on two free lists and are reused,
+// newest first. A directory of chunk pointers doubles when full; old
 // directories are kept until the slab is destroyed too, so a reader holding
 // one never sees it freed (they add up to less than the current one). at()
 // is two dependent loads. Objects are constructed and destroyed by the
@@ -52,13 +56,17 @@ namespace detail {
 // "No object": the null of an index link.
 inline constexpr std::uint32_t kNilIndex = 0xFFFFFFFFu;
 
-template <std::size_t UnitBytes>
+template <std::size_t UnitBytes, unsigned SmallUnits = 1, unsigned LargeUnits = 2,
+          unsigned ChunkBits = 9>
 class UnitSlab {
-  static_assert(UnitBytes >= sizeof(std::uint32_t) && UnitBytes % 8 == 0,
+  static_assert(UnitBytes * SmallUnits >= sizeof(std::uint32_t) && UnitBytes % 8 == 0,
                 "a free block holds the next free index; units keep 8-byte alignment");
+  static_assert(SmallUnits >= 1 && LargeUnits > SmallUnits && LargeUnits < (1u << ChunkBits));
 
  public:
-  static constexpr unsigned kChunkBits = 9;
+  static constexpr unsigned kSmall = SmallUnits;
+  static constexpr unsigned kLarge = LargeUnits;
+  static constexpr unsigned kChunkBits = ChunkBits;
   static constexpr std::uint32_t kChunkUnits = 1u << kChunkBits;
   // Indices from here up are never handed out (kNilIndex and other markers
   // a user of the slab may need).
@@ -86,22 +94,22 @@ class UnitSlab {
     return d->chunk[i >> kChunkBits] + std::size_t{i & (kChunkUnits - 1)} * UnitBytes;
   }
 
-  // A block of n (1 or 2) contiguous units; kNilIndex when out of memory
-  // (or of indices).
+  // A block of n (kSmall or kLarge) contiguous units; kNilIndex when out of
+  // memory (or of indices).
   std::uint32_t alloc(unsigned n) noexcept {
     std::lock_guard<SpinMutex> g(mu_);
     return alloc_locked(n);
   }
-  // Blocks of 2 and 1 units under one lock, adjacent when fresh; both or
+  // A large and a small block under one lock, adjacent when fresh; both or
   // neither (false).
-  bool alloc_pair(std::uint32_t& two, std::uint32_t& one) noexcept {
+  bool alloc_pair(std::uint32_t& large, std::uint32_t& small) noexcept {
     std::lock_guard<SpinMutex> g(mu_);
-    two = alloc_locked(2);
-    if (two == kNilIndex) return false;
-    one = alloc_locked(1);
-    if (one != kNilIndex) return true;
-    release_locked(two, 2);
-    two = kNilIndex;
+    large = alloc_locked(kLarge);
+    if (large == kNilIndex) return false;
+    small = alloc_locked(kSmall);
+    if (small != kNilIndex) return true;
+    release_locked(large, kLarge);
+    large = kNilIndex;
     return false;
   }
 
@@ -126,22 +134,29 @@ class UnitSlab {
   }
 
   // Requires mu_.
+  static constexpr unsigned list_of(unsigned n) noexcept { return n == kSmall ? 0 : 1; }
+
   std::uint32_t alloc_locked(unsigned n) noexcept {
-    std::uint32_t& head = free_[n - 1];
+    std::uint32_t& head = free_[list_of(n)];
     std::uint32_t i;
     if (head != kNilIndex) {
       i = head;
       std::memcpy(&head, at(i), sizeof head);
     } else {
-      // A two-unit block never straddles chunks: the last unit of a chunk
-      // goes to the one-unit list instead.
-      if (n == 2 && (next_ & (kChunkUnits - 1)) == kChunkUnits - 1 &&
-          next_ < std::uint32_t{chunks_} * kChunkUnits) {
-        std::memcpy(at(next_), &free_[0], sizeof free_[0]);
-        free_[0] = next_;
-        ++next_;
+      // A block never straddles chunks: what is left of a chunk too small
+      // for the block goes to the small list, small block by small block
+      // (less than a small block is left unused).
+      const std::uint32_t end = std::uint32_t{chunks_} * kChunkUnits;
+      if (next_ < end && (next_ & (kChunkUnits - 1)) + n > kChunkUnits) {
+        const std::uint32_t chunk_end = (next_ | (kChunkUnits - 1)) + 1;
+        while (n == kLarge && next_ + kSmall <= chunk_end) {
+          std::memcpy(at(next_), &free_[0], sizeof free_[0]);
+          free_[0] = next_;
+          next_ += kSmall;
+        }
+        next_ = chunk_end;
       }
-      if (next_ + n > std::uint32_t{chunks_} * kChunkUnits && !add_chunk()) return kNilIndex;
+      if (next_ + n > end && !add_chunk()) return kNilIndex;
       i = next_;
       next_ += n;
     }
@@ -150,7 +165,7 @@ class UnitSlab {
   }
 
   void release_locked(std::uint32_t i, unsigned n) noexcept {
-    std::uint32_t& head = free_[n - 1];
+    std::uint32_t& head = free_[list_of(n)];
     std::memcpy(at(i), &head, sizeof head);
     head = i;
     live_.store(live_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
@@ -186,7 +201,7 @@ class UnitSlab {
   alignas(kCacheLine) SpinMutex mu_;
   std::uint32_t chunks_ = 0;  // under mu_
   std::uint32_t next_ = 0;    // first never-used unit; under mu_
-  // Free blocks of one and of two units, linked through their first bytes.
+  // Free small and large blocks, linked through their first bytes.
   std::uint32_t free_[2] = {kNilIndex, kNilIndex};  // under mu_
   std::atomic<std::size_t> live_{0};                // written under mu_
   std::atomic<std::size_t> bytes_{0};
