@@ -169,7 +169,8 @@
 // budgets: with a per-tenant budget B and N tenants a tree holds at most
 // N * B units of fragments (in at most four times their bytes), and its
 // slab at most the nodes and claims of the largest tree it has been. A tree
-// holds at most about 2^32 / 3 nodes (insert then reports kOutOfMemory).
+// holds at most about 2^32 / 10 nodes, 400 million (a node and one claim
+// take 10 of the slab's 2^32 units; insert then reports kOutOfMemory).
 // What an operation unlinks while other threads may be reading it (a
 // split's old fragment, a grown block's old copy, an evicted node) stays
 // allocated, and counted in stats().bytes, until no such reader is left:
