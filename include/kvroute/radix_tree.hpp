@@ -967,11 +967,8 @@ class BasicApproxRadixTree {
 
   static constexpr unsigned kNodeUnits = detail::RadixSlab::kLarge;
   static constexpr unsigned kClaimUnits = detail::RadixSlab::kSmall;
-  static_assert(sizeof(Node) <= detail::RadixSlab::kChunkBytes / detail::RadixSlab::kChunkUnits *
-                                    kNodeUnits &&
-                    sizeof(Claim) <= detail::RadixSlab::kChunkBytes /
-                                         detail::RadixSlab::kChunkUnits * kClaimUnits &&
-                    alignof(Node) <= 8,
+  static_assert(sizeof(Node) <= detail::RadixSlab::kLargeBytes &&
+                    sizeof(Claim) <= detail::RadixSlab::kSmallBytes && alignof(Node) <= 8,
                 "a node is a large slab block, a claim a small one");
   Node* node(std::uint32_t i) const noexcept { return static_cast<Node*>(pool_.at(i)); }
   // Also the root, for a claim's `node`.

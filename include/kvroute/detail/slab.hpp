@@ -66,6 +66,9 @@ class UnitSlab {
  public:
   static constexpr unsigned kSmall = SmallUnits;
   static constexpr unsigned kLarge = LargeUnits;
+  // What an object of each size may take.
+  static constexpr std::size_t kSmallBytes = std::size_t{SmallUnits} * UnitBytes;
+  static constexpr std::size_t kLargeBytes = std::size_t{LargeUnits} * UnitBytes;
   static constexpr unsigned kChunkBits = ChunkBits;
   static constexpr std::uint32_t kChunkUnits = 1u << kChunkBits;
   // Indices from here up are never handed out (kNilIndex and other markers
