@@ -66,7 +66,18 @@
 // claims a path stamp wrote on average, RadixTreeStats::stamped_claims /
 // stamps, over all trees).
 //
-// Defaults: --workers 8, no eviction, --threads 1. Errors (bad arguments, an
+// Threads deal freely by default: each takes its lines as fast as it goes,
+// so one can drift ahead of another by hundreds of lines over a long file,
+// and a conversation's turn k+1 can then reach the tree before the turn k
+// it extends, which a router never sees (turn k+1 is sent after turn k's
+// reply). It then misses the match, goes to another tenant, and the
+// splits it causes leave buffers behind. --window W keeps the threads
+// within W lines of each other (waiting, spinning and then yielding, counts
+// in the wall time): with W = 8 two threads on chat 100k route like one
+// (affinity_routes 99,985 of 100,000 against 99,526 free; 1.11 bytes per
+// character against 1.26-1.36), at no gain in speed (benchmarks/README.md).
+//
+// Defaults: --workers 8, no eviction, --threads 1, --window 0 (free). Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
 // or 1 (I/O).
 #include <atomic>
@@ -95,17 +106,25 @@ int usage(const std::string& msg) {
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
                "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages] "
-               "[--recency-shift S]\n",
+               "[--recency-shift S] [--window W]\n",
                msg.c_str());
   return 2;
 }
 
-bool parse_positive(const char* s, std::uint64_t& out) {
+// A decimal integer, digits only (zero too).
+bool parse_count(const char* s, std::uint64_t& out) {
   if (s == nullptr || *s < '0' || *s > '9') return false;
   char* end = nullptr;
   errno = 0;
   const unsigned long long v = std::strtoull(s, &end, 10);
-  if (*end != '\0' || errno != 0 || v == 0) return false;
+  if (*end != '\0' || errno != 0) return false;
+  out = v;
+  return true;
+}
+
+bool parse_positive(const char* s, std::uint64_t& out) {
+  std::uint64_t v = 0;
+  if (!parse_count(s, v) || v == 0) return false;
   out = v;
   return true;
 }
@@ -161,7 +180,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
-  std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1;
+  std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1, window = 0;
   bool have_every = false, have_max = false, separate = false, private_trees = false,
        worker_thread = false, huge_pages = false;
   unsigned recency_shift = 0;
@@ -179,6 +198,11 @@ int main(int argc, char** argv) {
       }
       if (a == "--evict-every") have_every = true;
       if (a == "--max-size") have_max = true;
+      ++i;
+    } else if (a == "--window") {
+      if (i + 1 >= argc || !parse_count(argv[i + 1], window)) {
+        return usage("--window needs a non-negative integer");
+      }
       ++i;
     } else if (a == "--separate") {
       separate = true;
@@ -282,6 +306,30 @@ int main(int argc, char** argv) {
   std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
   std::mutex evict_mu;
   double evict_seconds = 0;  // summed over threads
+  // --window W: each thread publishes the next line it will take, and
+  // before each line waits until no other thread is more than W lines
+  // behind it (the thread furthest behind never waits, so this cannot
+  // deadlock).
+  struct alignas(64) Progress {
+    std::atomic<std::size_t> next{0};
+  };
+  constexpr std::size_t kSpins = 4096;
+  constexpr std::size_t kDone = static_cast<std::size_t>(-1);
+  const bool in_step = window != 0 && threads > 1 && !private_trees;
+  std::vector<Progress> progress(threads);
+  for (std::size_t k = 0; k < threads; ++k) progress[k].next.store(k, std::memory_order_relaxed);
+  const auto wait_for_others = [&](std::size_t self, std::size_t line) {
+    for (std::size_t k = 0; k < threads; ++k) {
+      if (k == self) continue;
+      // Spin a while (the other thread is a request or two away), then
+      // yield (more threads than cores).
+      for (std::size_t spins = 0;; ++spins) {
+        const std::size_t other = progress[k].next.load(std::memory_order_acquire);
+        if (other == kDone || other + window >= line) break;
+        if (spins >= kSpins) std::this_thread::yield();
+      }
+    }
+  };
   const Usage used0 = usage();
   const auto t0 = std::chrono::steady_clock::now();
   auto run = [&](std::size_t first) {
@@ -291,6 +339,10 @@ int main(int argc, char** argv) {
     const std::size_t from = private_trees ? 0 : first;
     const std::size_t step = private_trees ? 1 : threads;
     for (std::size_t i = from; i < lines.size(); i += step) {
+      if (in_step) {
+        progress[first].next.store(i, std::memory_order_release);
+        wait_for_others(first, i);
+      }
       const std::string& line = lines[i];
       const auto fallback = static_cast<kvroute::TenantId>(i % workers);
       if (separate) {
@@ -321,6 +373,7 @@ int main(int argc, char** argv) {
         my_evict_seconds += seconds_since(e0);
       }
     }
+    progress[first].next.store(kDone, std::memory_order_release);
     affinity += my_affinity;
     matched += my_matched;
     chars += my_chars;
@@ -372,7 +425,7 @@ int main(int argc, char** argv) {
       "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
       "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f,\"page_faults\":%zu,"
       "\"sys_seconds\":%.6f,\"tree_reserved_bytes\":%zu,\"recency_shift\":%u,"
-      "\"claims_per_stamp\":%.2f}\n",
+      "\"claims_per_stamp\":%.2f,\"window\":%llu}\n",
       requests, chars.load(), all_bytes, static_cast<unsigned long long>(workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false", static_cast<unsigned long long>(evict_every),
@@ -386,6 +439,7 @@ int main(int argc, char** argv) {
       memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0, memcmp_threads_seconds,
       memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0, faults, sys,
       s.reserved_bytes, recency_shift,
-      s.stamps == 0 ? 0.0 : static_cast<double>(s.stamped_claims) / static_cast<double>(s.stamps));
+      s.stamps == 0 ? 0.0 : static_cast<double>(s.stamped_claims) / static_cast<double>(s.stamps),
+      static_cast<unsigned long long>(in_step ? window : 0));
   return 0;
 }

@@ -6,6 +6,7 @@
 // feedback hook, byte accounting and size recounts after every operation.
 
 #include "kvroute/radix_tree.hpp"
+#include "kvroute/detail/utf8.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +18,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -1785,13 +1787,31 @@ TEST_CASE("radix tree: sizes equal the recount after every operation of a random
   }
 }
 
+// The definition that the fast paths must keep: one character at a time,
+// as utf8_char_length reads it.
+std::size_t count_one_at_a_time(std::string_view s) {
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < s.size(); ++chars) {
+    i += kvroute::detail::utf8_char_length(s.data() + i, s.data() + s.size());
+  }
+  return chars;
+}
+
+std::size_t ascii_bytes_one_at_a_time(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80u) ++i;
+  return i;
+}
+
 TEST_CASE(
-    "radix tree: the text unit count equals utf8_count on ASCII runs, UTF-8 and invalid bytes",
+    "radix tree: the text unit count equals a count one character at a time on ASCII runs, "
+    "UTF-8 and invalid bytes",
     "[radix_tree][utf8]") {
   using Traits = kvroute::detail::RadixSymbolTraits<char>;
   std::mt19937_64 rng(2024);
   const std::string pieces[] = {"a",
                                 "hello world, this is plain ascii text!",
+                                std::string(70, 'x'),
                                 "你好",
                                 "👋",
                                 "é",
@@ -1809,12 +1829,20 @@ TEST_CASE(
       const std::size_t reps = rng() % 3 == 0 ? 1 + rng() % 20 : 1;
       for (std::size_t r = 0; r < reps; ++r) s += p;
     }
-    // Every suffix and prefix, so that runs start and end at every alignment.
+    // Every suffix and prefix, so that runs start and end at every alignment
+    // and every distance from the 16- and 64-byte steps.
     for (std::size_t off = 0; off <= s.size(); off += 1 + rng() % 7) {
       const std::string_view v(s.data() + off, s.size() - off);
-      REQUIRE(Traits::count(v.data(), v.size()) == kvroute::detail::utf8_count(v));
       const std::size_t cut = v.empty() ? 0 : rng() % v.size();
-      REQUIRE(Traits::count(v.data(), cut) == kvroute::detail::utf8_count(v.substr(0, cut)));
+      for (const std::string_view x : {v, v.substr(0, cut)}) {
+        const std::size_t want = count_one_at_a_time(x);
+        REQUIRE(Traits::count(x.data(), x.size()) == want);
+        REQUIRE(kvroute::detail::utf8_count(x) == want);
+        REQUIRE(kvroute::detail::utf8_count_by<kvroute::detail::ascii_prefix_words>(x) == want);
+        const std::size_t ascii = ascii_bytes_one_at_a_time(x);
+        REQUIRE(kvroute::detail::ascii_prefix(x.data(), x.size()) == ascii);
+        REQUIRE(kvroute::detail::ascii_prefix_words(x.data(), x.size()) == ascii);
+      }
     }
   }
 }

@@ -628,8 +628,8 @@ class BasicApproxRadixTree {
     TenantState* ts = (c == kNil || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
       // Consumes the descent's shared holds.
-      if (insert_from(d.parent, x, d.index, false, c, d.start, text, n, *ts, out.insert) ==
-          Step::kOutOfMemory) {
+      if (insert_from(d.parent, x, d.index, false, c, d.start, text, n, *ts, out.insert,
+                      {d.pos, m.input - d.matched}) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
       }
       finish_insert(*ts);
@@ -1864,6 +1864,15 @@ class BasicApproxRadixTree {
     return c;
   }
 
+  // What a caller already counted of the text: text[from, n) is `units`
+  // units. match_and_insert counts the unmatched tail for the match rate;
+  // a new leaf that starts there takes that count instead of counting the
+  // same bytes again.
+  struct TailUnits {
+    std::size_t from = static_cast<std::size_t>(-1);
+    std::size_t units = 0;
+  };
+
   // The insert from node x (index xi) on. x is locked (exclusively iff
   // excl) and so is its parent, shared (null when x is the root); x's
   // fragment starts at text[pos], and xc is t's claim on x. Releases both.
@@ -1874,7 +1883,7 @@ class BasicApproxRadixTree {
   // new claim on x hangs below, cannot be evicted or moved meanwhile.
   Step insert_from(Node* parent, Node* x, std::uint32_t xi, bool excl, std::uint32_t xc,
                    std::size_t pos, const Symbol* text, std::size_t n, TenantState& ts,
-                   InsertResult& r) noexcept {
+                   InsertResult& r, TailUnits tail = {}) noexcept {
     const TenantId t = ts.id;
     // Loop state: as above; when xc is kNil, pc is t's claim on the parent.
     std::uint32_t pc = kNil;
@@ -2019,7 +2028,8 @@ class BasicApproxRadixTree {
           const std::uint32_t li = p.leaf;
           Node* leaf = node(li);
           leaf->len = static_cast<std::uint32_t>(leaf_len);
-          leaf->count = static_cast<std::uint32_t>(Traits::count(text + after, leaf_len));
+          leaf->count = static_cast<std::uint32_t>(
+              after == tail.from ? tail.units : Traits::count(text + after, leaf_len));
           leaf->frag = p.leaf_frag;
           leaf->frag_kind = frag_kind_for(leaf_len);
           if (!p.leaf_filled) std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));

@@ -74,32 +74,10 @@ struct RadixSymbolTraits<char> {
     return k;
   }
 
-  // utf8_count, with all-ASCII runs skipped 32 bytes at a time (the common
-  // case: the unmatched tail of a match and a new leaf are counted on every
-  // request). Same result: both advance one character at a time from a
-  // character boundary, and an ASCII byte is always one character.
+  // Code points (detail/utf8.hpp). The unmatched tail of every match and
+  // the text of every new leaf are counted here.
   static std::size_t count(const char* p, std::size_t n) noexcept {
-    std::size_t i = 0;
-    std::size_t c = 0;
-    while (i < n) {
-      if (n - i >= 32) {
-        std::uint64_t w[4];
-        std::memcpy(w, p + i, 32);
-        if (((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ull) == 0) {
-          i += 32;
-          c += 32;
-          continue;
-        }
-      }
-      if (n - i >= 8 && utf8_ascii8(p + i)) {
-        i += 8;
-        c += 8;
-        continue;
-      }
-      i += utf8_char_length(p + i, p + n);
-      ++c;
-    }
-    return c;
+    return utf8_count(std::string_view(p, n));
   }
 
   // The longest prefix, in bytes, that ends on a character boundary of both
