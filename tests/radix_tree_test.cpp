@@ -1797,6 +1797,14 @@ std::size_t count_one_at_a_time(std::string_view s) {
   return chars;
 }
 
+std::size_t prefix_bytes_one_at_a_time(std::string_view s, std::size_t chars) {
+  std::size_t i = 0;
+  for (; chars > 0 && i < s.size(); --chars) {
+    i += kvroute::detail::utf8_char_length(s.data() + i, s.data() + s.size());
+  }
+  return i;
+}
+
 std::size_t ascii_bytes_one_at_a_time(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80u) ++i;
@@ -1804,8 +1812,8 @@ std::size_t ascii_bytes_one_at_a_time(std::string_view s) {
 }
 
 TEST_CASE(
-    "radix tree: the text unit count equals a count one character at a time on ASCII runs, "
-    "UTF-8 and invalid bytes",
+    "radix tree: the text unit count and prefix lengths equal a walk one character at a time "
+    "on ASCII runs, UTF-8 and invalid bytes",
     "[radix_tree][utf8]") {
   using Traits = kvroute::detail::RadixSymbolTraits<char>;
   std::mt19937_64 rng(2024);
@@ -1839,6 +1847,10 @@ TEST_CASE(
         REQUIRE(Traits::count(x.data(), x.size()) == want);
         REQUIRE(kvroute::detail::utf8_count(x) == want);
         REQUIRE(kvroute::detail::utf8_count_by<kvroute::detail::ascii_prefix_words>(x) == want);
+        // The bytes of the first c characters, c from none to one more
+        // than there are.
+        const std::size_t c = rng() % (want + 2);
+        REQUIRE(kvroute::detail::utf8_prefix_bytes(x, c) == prefix_bytes_one_at_a_time(x, c));
         const std::size_t ascii = ascii_bytes_one_at_a_time(x);
         REQUIRE(kvroute::detail::ascii_prefix(x.data(), x.size()) == ascii);
         REQUIRE(kvroute::detail::ascii_prefix_words(x.data(), x.size()) == ascii);

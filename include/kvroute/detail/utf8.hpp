@@ -17,6 +17,7 @@
 #ifndef KVROUTE_DETAIL_UTF8_HPP_
 #define KVROUTE_DETAIL_UTF8_HPP_
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -144,18 +145,19 @@ inline std::size_t utf8_count(std::string_view s) noexcept {
 // Returns the byte length of the first `chars` characters of `s` (all of `s`
 // when it is shorter).
 inline std::size_t utf8_prefix_bytes(std::string_view s, std::size_t chars) noexcept {
-  const char* p = s.data();
-  const char* const end = p + s.size();
-  while (chars > 0 && p < end) {
-    if (chars >= 8 && end - p >= 8 && utf8_ascii8(p)) {
-      p += 8;
-      chars -= 8;
-      continue;
+  const char* const p = s.data();
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  while (chars > 0 && i < n) {
+    const std::size_t ascii = ascii_prefix(p + i, std::min(chars, n - i));
+    i += ascii;
+    chars -= ascii;
+    if (chars > 0 && i < n) {  // p[i] starts a non-ASCII character (or is a bad byte)
+      i += utf8_char_length(p + i, p + n);
+      --chars;
     }
-    p += utf8_char_length(p, end);
-    --chars;
   }
-  return static_cast<std::size_t>(p - s.data());
+  return i;
 }
 
 // Returns the largest character boundary of `s` that is <= `pos`
@@ -173,23 +175,6 @@ inline std::size_t utf8_floor_boundary(std::string_view s, std::size_t pos) noex
   if (lead == pos) return pos;
   const std::size_t len = utf8_char_length(base + lead, base + s.size());
   return lead + len > pos ? lead : pos;
-}
-
-// Returns true when `s` is well-formed UTF-8.
-inline bool utf8_valid(std::string_view s) noexcept {
-  const char* p = s.data();
-  const char* const end = p + s.size();
-  while (p < end) {
-    if (end - p >= 8 && utf8_ascii8(p)) {
-      p += 8;
-      continue;
-    }
-    const auto b0 = static_cast<unsigned char>(*p);
-    const std::size_t len = utf8_char_length(p, end);
-    if (len == 1 && b0 >= 0x80u) return false;
-    p += len;
-  }
-  return true;
 }
 
 }  // namespace detail
