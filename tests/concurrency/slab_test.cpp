@@ -1,8 +1,10 @@
 // detail::UnitSlab (kvroute/detail/slab.hpp), the radix tree's store of
 // nodes and claims: indices stay valid and distinct, large blocks never
 // straddle a chunk, freed blocks are reused, a leaf and its claim allocated
-// together sit side by side, and concurrent alloc/release from several
-// threads hand out no block twice (also under ThreadSanitizer).
+// together sit side by side, each thread carves a chunk of its own and takes
+// what other threads released before the slab grows, and concurrent
+// alloc/release from several threads hand out no block twice (also under
+// ThreadSanitizer).
 
 #include "kvroute/detail/slab.hpp"
 
@@ -155,4 +157,35 @@ TEST_CASE("slab: concurrent alloc and release never hand out a block twice", "[s
   for (auto& th : pool) th.join();
   for (int b : bad) CHECK(b == 0);
   CHECK(slab.live() == 0);
+}
+
+TEST_CASE("slab: threads carve chunks of their own and reuse each other's releases before growing",
+          "[slab][threads]") {
+  Slab slab;
+  const auto on_a_new_thread = [](auto&& f) { std::thread(f).join(); };
+  std::vector<std::uint32_t> first;
+  on_a_new_thread([&] {
+    for (int i = 0; i < 100; ++i) first.push_back(slab.alloc(1));
+  });
+  const std::size_t one_chunk = slab.bytes();
+  // A second thread starts a chunk of its own rather than continuing the
+  // first thread's (whose rest stays with the first thread's shard).
+  std::uint32_t second = kNilIndex;
+  on_a_new_thread([&] { second = slab.alloc(1); });
+  REQUIRE(second != kNilIndex);
+  CHECK((second >> Slab::kChunkBits) != (first.front() >> Slab::kChunkBits));
+  CHECK(slab.bytes() == one_chunk + Slab::kChunkBytes);
+  // A third thread releases the first thread's blocks; a fourth, with no
+  // chunk of its own yet, gets exactly those back and the slab does not grow.
+  on_a_new_thread([&] {
+    for (std::uint32_t i : first) slab.release(i, 1);
+  });
+  const std::size_t bytes = slab.bytes();
+  std::set<std::uint32_t> again;
+  on_a_new_thread([&] {
+    for (int i = 0; i < 100; ++i) again.insert(slab.alloc(1));
+  });
+  CHECK(again == std::set<std::uint32_t>(first.begin(), first.end()));
+  CHECK(slab.bytes() == bytes);
+  CHECK(slab.live() == 101);
 }

@@ -18,18 +18,31 @@
 // Layout: chunks of 2^ChunkBits units (512 by default), allocated as
 // needed and kept until the slab is destroyed; a block never straddles two
 // chunks (the end of a chunk too short for a large block is cut into small
-// ones). Freed small and large blocks go on two free lists and are reused,
-// newest first. A directory of chunk pointers doubles when full; old
-// directories are kept until the slab is destroyed too, so a reader holding
-// one never sees it freed (they add up to less than the current one). at()
-// is two dependent loads. Objects are constructed and destroyed by the
-// caller (they must be trivially destructible: chunks are freed without
+// ones). A directory of chunk pointers doubles when full; old directories
+// are kept until the slab is destroyed too, so a reader holding one never
+// sees it freed (they add up to less than the current one). at() is two
+// dependent loads. Objects are constructed and destroyed by the caller
+// (they must be trivially destructible: chunks are freed without
 // destructors).
 //
-// Thread safety: alloc and release may run concurrently from any threads
-// (a spin mutex). at(i) may run concurrently with both, for an index whose
-// allocation happens-before the call (the tree publishes indices under its
-// node locks, which gives that order).
+// Shards: each thread allocates and releases through the shard of its
+// thread_ordinal() (16 shards, as the arena's), which holds a fresh range
+// (the unused rest of the chunk it took last) and a free list per size, all
+// under the shard's own spin lock. Every new leaf and claim of the tree
+// comes from here: with one slab-wide lock, two inserting threads took its
+// line from each other on every request, and a thread that faulted in a
+// chunk's fresh page under it stalled the other. A shard serves a request
+// from its free list (newest first), else its fresh range, else a whole
+// free list taken from another shard (so a block released by an evicting
+// thread is reused before the slab grows), else a new chunk; only that
+// last step takes the slab-wide lock, once per chunk. Memory beyond the
+// live blocks: each shard's free blocks and the rest of its current chunk.
+// With one thread the layout is exactly that of one list and one range.
+//
+// Thread safety: alloc and release may run concurrently from any threads.
+// at(i) may run concurrently with both, for an index whose allocation
+// happens-before the call (the tree publishes indices under its node
+// locks, which gives that order).
 //
 //   detail::UnitSlab<24> slab;
 //   std::uint32_t i = slab.alloc(2);       // kNilIndex when out of memory
@@ -76,6 +89,8 @@ class UnitSlab {
   static constexpr std::uint32_t kFirstReserved = 0xFFFFFF00u;
   static constexpr std::size_t kChunkBytes = std::size_t{kChunkUnits} * UnitBytes;
 
+  static constexpr std::size_t kShards = 16;
+
   UnitSlab() noexcept = default;
   UnitSlab(const UnitSlab&) = delete;
   UnitSlab& operator=(const UnitSlab&) = delete;
@@ -100,29 +115,36 @@ class UnitSlab {
   // A block of n (kSmall or kLarge) contiguous units; kNilIndex when out of
   // memory (or of indices).
   std::uint32_t alloc(unsigned n) noexcept {
-    std::lock_guard<SpinMutex> g(mu_);
-    return alloc_locked(n);
+    Shard& s = mine();
+    std::lock_guard<SpinMutex> g(s.mu);
+    return alloc_in(s, n);
   }
   // A large and a small block under one lock, adjacent when fresh; both or
   // neither (false).
   bool alloc_pair(std::uint32_t& large, std::uint32_t& small) noexcept {
-    std::lock_guard<SpinMutex> g(mu_);
-    large = alloc_locked(kLarge);
+    Shard& s = mine();
+    std::lock_guard<SpinMutex> g(s.mu);
+    large = alloc_in(s, kLarge);
     if (large == kNilIndex) return false;
-    small = alloc_locked(kSmall);
+    small = alloc_in(s, kSmall);
     if (small != kNilIndex) return true;
-    release_locked(large, kLarge);
+    push_free(s, large, kLarge);
     large = kNilIndex;
     return false;
   }
 
   void release(std::uint32_t i, unsigned n) noexcept {
-    std::lock_guard<SpinMutex> g(mu_);
-    release_locked(i, n);
+    Shard& s = mine();
+    std::lock_guard<SpinMutex> g(s.mu);
+    push_free(s, i, n);
   }
 
-  // Units allocated and not released.
-  std::size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
+  // Units allocated and not released (exact when no alloc or release runs).
+  std::size_t live() const noexcept {
+    std::size_t sum = 0;  // a shard's count may wrap; the sum does not
+    for (const Shard& s : shards_) sum += s.live.load(std::memory_order_relaxed);
+    return sum;
+  }
   // Bytes held: chunks and directories.
   std::size_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
 
@@ -136,46 +158,105 @@ class UnitSlab {
     return offsetof(Dir, chunk) + std::size_t{cap} * sizeof(char*);
   }
 
-  // Requires mu_.
+  // One per thread group, on lines of its own. Everything is under mu
+  // except where noted.
+  struct alignas(kCacheLine) Shard {
+    SpinMutex mu;
+    std::uint32_t next = 0;  // fresh range [next, end): never used
+    std::uint32_t end = 0;
+    // Free small and large blocks, linked through their first bytes. Read
+    // without mu (relaxed) by a shard looking for a list to take: only a
+    // hint, checked again under mu.
+    std::atomic<std::uint32_t> free[2] = {kNilIndex, kNilIndex};
+    // Units this shard handed out minus those released through it.
+    std::atomic<std::size_t> live{0};
+  };
+  Shard& mine() noexcept { return shards_[thread_ordinal() % kShards]; }
+
   static constexpr unsigned list_of(unsigned n) noexcept { return n == kSmall ? 0 : 1; }
 
-  std::uint32_t alloc_locked(unsigned n) noexcept {
-    std::uint32_t& head = free_[list_of(n)];
-    std::uint32_t i;
-    if (head != kNilIndex) {
-      i = head;
-      std::memcpy(&head, at(i), sizeof head);
-    } else {
-      // A block never straddles chunks: what is left of a chunk too small
-      // for the block goes to the small list, small block by small block
-      // (less than a small block is left unused).
-      const std::uint32_t end = std::uint32_t{chunks_} * kChunkUnits;
-      if (next_ < end && (next_ & (kChunkUnits - 1)) + n > kChunkUnits) {
-        const std::uint32_t chunk_end = (next_ | (kChunkUnits - 1)) + 1;
-        while (n == kLarge && next_ + kSmall <= chunk_end) {
-          std::memcpy(at(next_), &free_[0], sizeof free_[0]);
-          free_[0] = next_;
-          next_ += kSmall;
-        }
-        next_ = chunk_end;
+  // Requires s.mu. Puts block i on s's list of its size.
+  void link_free(Shard& s, std::uint32_t i, unsigned n) noexcept {
+    std::atomic<std::uint32_t>& head = s.free[list_of(n)];
+    const std::uint32_t h = head.load(std::memory_order_relaxed);
+    std::memcpy(at(i), &h, sizeof h);
+    head.store(i, std::memory_order_relaxed);
+  }
+  // Requires s.mu. A block handed out goes back.
+  void push_free(Shard& s, std::uint32_t i, unsigned n) noexcept {
+    link_free(s, i, n);
+    s.live.store(s.live.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+  }
+
+  // Requires s.mu.
+  std::uint32_t alloc_in(Shard& s, unsigned n) noexcept {
+    std::atomic<std::uint32_t>& head = s.free[list_of(n)];
+    std::uint32_t i = head.load(std::memory_order_relaxed);
+    if (i == kNilIndex && s.next + n > s.end) {
+      // The range is too short. What is left of it goes to the small list,
+      // small block by small block (less than a small block stays unused),
+      // and the request falls to another shard's free list or a new chunk.
+      while (n == kLarge && s.next + kSmall <= s.end) {
+        link_free(s, s.next, kSmall);
+        s.next += kSmall;
       }
-      if (next_ + n > end && !add_chunk()) return kNilIndex;
-      i = next_;
-      next_ += n;
+      if (take_list(s, list_of(n))) {
+        i = head.load(std::memory_order_relaxed);
+      } else if (!new_range(s)) {
+        return kNilIndex;
+      }
     }
-    live_.store(live_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    if (i != kNilIndex) {
+      std::uint32_t after;
+      std::memcpy(&after, at(i), sizeof after);
+      head.store(after, std::memory_order_relaxed);
+    } else {
+      i = s.next;
+      s.next += n;
+    }
+    s.live.store(s.live.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     return i;
   }
 
-  void release_locked(std::uint32_t i, unsigned n) noexcept {
-    std::uint32_t& head = free_[list_of(n)];
-    std::memcpy(at(i), &head, sizeof head);
-    head = i;
-    live_.store(live_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+  // Requires s.mu, and s's list `list` empty. Takes another shard's whole
+  // list of that size (try_lock only: two shards taking from each other
+  // must not wait for each other). False when none was found.
+  bool take_list(Shard& s, unsigned list) noexcept {
+    for (Shard& o : shards_) {
+      if (&o == &s || o.free[list].load(std::memory_order_relaxed) == kNilIndex) continue;
+      if (!o.mu.try_lock()) continue;
+      const std::uint32_t h = o.free[list].load(std::memory_order_relaxed);
+      o.free[list].store(kNilIndex, std::memory_order_relaxed);
+      o.mu.unlock();
+      if (h != kNilIndex) {
+        s.free[list].store(h, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
   }
 
-  // Requires mu_ and next_ at a chunk boundary.
-  bool add_chunk() noexcept {
+  // Requires s.mu. Gives s a whole new chunk as its fresh range. The chunk
+  // is allocated before the slab-wide lock is taken, which only installs it.
+  bool new_range(Shard& s) noexcept {
+    void* c = std::malloc(kChunkBytes);
+    if (c == nullptr) return false;
+    std::uint32_t first;
+    {
+      std::lock_guard<SpinMutex> g(grow_mu_);
+      if (!add_chunk(static_cast<char*>(c))) {
+        std::free(c);
+        return false;
+      }
+      first = (chunks_ - 1) * kChunkUnits;
+    }
+    s.next = first;
+    s.end = first + kChunkUnits;
+    return true;
+  }
+
+  // Requires grow_mu_.
+  bool add_chunk(char* c) noexcept {
     if (std::size_t{chunks_ + 1} * kChunkUnits > kFirstReserved) return false;
     Dir* d = dir_.load(std::memory_order_relaxed);
     if (d == nullptr || chunks_ == d->cap) {
@@ -184,29 +265,25 @@ class UnitSlab {
       if (nd == nullptr) return false;
       nd->older = d;
       nd->cap = cap;
-      for (std::uint32_t c = 0; c < chunks_; ++c) nd->chunk[c] = d->chunk[c];
+      for (std::uint32_t k = 0; k < chunks_; ++k) nd->chunk[k] = d->chunk[k];
       bytes_.fetch_add(dir_bytes(cap), std::memory_order_relaxed);
-      dir_.store(nd, std::memory_order_release);
       d = nd;
     }
-    void* c = std::malloc(kChunkBytes);
-    if (c == nullptr) return false;
-    d->chunk[chunks_] = static_cast<char*>(c);
+    d->chunk[chunks_] = c;
     ++chunks_;
     bytes_.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    // After the entry: a thread that sees the new directory sees the chunk.
+    dir_.store(d, std::memory_order_release);
     return true;
   }
 
   // Read on every at() (every node and claim the tree touches), so on a
-  // line of its own: the state below it is written on every alloc and
-  // release, by every inserting thread.
+  // line of its own.
   alignas(kCacheLine) std::atomic<Dir*> dir_{nullptr};
-  alignas(kCacheLine) SpinMutex mu_;
-  std::uint32_t chunks_ = 0;  // under mu_
-  std::uint32_t next_ = 0;    // first never-used unit; under mu_
-  // Free small and large blocks, linked through their first bytes.
-  std::uint32_t free_[2] = {kNilIndex, kNilIndex};  // under mu_
-  std::atomic<std::size_t> live_{0};                // written under mu_
+  Shard shards_[kShards];
+  // Taken once per chunk.
+  alignas(kCacheLine) SpinMutex grow_mu_;
+  std::uint32_t chunks_ = 0;  // under grow_mu_
   std::atomic<std::size_t> bytes_{0};
   // Nor does the written state share a line with what follows the slab.
   char pad_[kCacheLine] = {};
