@@ -1451,6 +1451,32 @@ TEST_CASE("radix tree: with recency_shift a step of 2^shift stamps shares one re
   CHECK(exact.match("shared").tenant == t2);
 }
 
+TEST_CASE("radix tree: with recency_shift a thread's every 2^shift-th stamp moves the step",
+          "[radix_tree][recency][concurrency]") {
+  // Steps are counted per thread, so that a stamp writes no line that other
+  // threads write: stamps 1-3 of a thread leave the step where it is, its
+  // 4th moves it on, whatever other threads stamped before.
+  ApproxRadixTree tree({.recency_shift = 2});
+  const auto stamps_on_a_new_thread = [&](int n, const std::string& prefix) {
+    std::thread([&] {
+      for (int i = 0; i < n; ++i) tree.insert(prefix + std::to_string(i), t1);
+    }).join();
+  };
+  stamps_on_a_new_thread(3, "a");
+  CHECK(tree.now() == 0);
+  stamps_on_a_new_thread(3, "b");  // 6 stamps in all, none a thread's 4th
+  CHECK(tree.now() == 0);
+  stamps_on_a_new_thread(4, "c");
+  CHECK(tree.now() == 1);
+  stamps_on_a_new_thread(8, "d");
+  CHECK(tree.now() == 3);
+  CHECK(tree.stats().stamps == 18);
+  // The stamps of d's last step hold the newest recency.
+  CHECK(tree.peek_for_tenant("d7", t1).recency == 3);
+  CHECK(tree.peek_for_tenant("a0", t1).recency == 0);
+  require_consistent(tree);
+}
+
 TEST_CASE("radix tree: with recency_shift a stamp writes only the claims not yet in the step",
           "[radix_tree][recency][stats]") {
   ApproxRadixTree exact;

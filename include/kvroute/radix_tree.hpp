@@ -45,9 +45,15 @@
 //     ancestor never older than its descendants, which is what makes the
 //     per-tenant LRU exact and cheap.) peek_for_tenant, and a match whose
 //     chooser declines, stamp nothing.
-//   * Recency resolution (Options::recency_shift = s, default 0): a recency
-//     is the clock divided by 2^s, so the 2^s stamps of one step share it.
-//     At s = 0 every stamp is distinct and the LRU is exact. At s > 0 it is
+//   * Recency resolution (Options::recency_shift = s, default 0): at s > 0
+//     a recency is a step of 2^s stamps, which share it. Steps are counted
+//     per thread: a thread's every 2^s-th stamp moves the tree's step on
+//     (with one thread, exactly the stamp count divided by 2^s; with T
+//     threads stamping alike, still a step per 2^s stamps in all), so that a
+//     stamp writes no line another thread writes: a clock that every stamp
+//     advanced took its line from the other core on every request of a
+//     two-thread replay. At s = 0 every stamp is distinct (a tree-wide
+//     counter) and the LRU is exact. At s > 0 it is
 //     exact between steps and unordered within one (the most-recent rule
 //     sees ties there and takes the lowest id, and drop_older_than cuts at
 //     a step), and a stamp stops at the first claim up its path that
@@ -833,7 +839,7 @@ class BasicApproxRadixTree {
     s.claims = counts(kClaims);
     s.tenants = registered_.load(std::memory_order_relaxed);
     s.clock = now();
-    s.stamps = clock_.load(std::memory_order_relaxed);
+    s.stamps = recency_shift_ == 0 ? clock_.load(std::memory_order_relaxed) : counts(kStamps);
     s.stamped_claims = counts(kStamped);
     s.removed_units = removed_units_.load(std::memory_order_relaxed);
     return s;
@@ -844,7 +850,7 @@ class BasicApproxRadixTree {
 
   // The last recency handed out.
   std::uint64_t now() const noexcept {
-    return clock_.load(std::memory_order_relaxed) >> recency_shift_;
+    return (recency_shift_ == 0 ? clock_ : step_).load(std::memory_order_relaxed);
   }
 
   // Debug: every registered tenant's size recomputed from the nodes
@@ -989,7 +995,16 @@ class BasicApproxRadixTree {
 
   // --- counters ----------------------------------------------------------------
 
-  enum Count : std::size_t { kBytes, kNodes, kUnits, kSymbols, kClaims, kStamped, kCounts };
+  enum Count : std::size_t {
+    kBytes,
+    kNodes,
+    kUnits,
+    kSymbols,
+    kClaims,
+    kStamped,
+    kStamps,
+    kCounts
+  };
   std::size_t counts(Count c) const noexcept { return counts_.load(c); }
 
   // --- allocation, every byte counted -------------------------------------
@@ -1414,6 +1429,18 @@ class BasicApproxRadixTree {
     claim(ci)->recency.store(u->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 
+  // The recency of a new stamp. Requires the stamped tenant's lru_mu, like
+  // the stamp: what one tenant's stamps read is then ordered by that lock,
+  // so its list stays sorted by recency.
+  std::uint64_t next_recency() noexcept {
+    if (recency_shift_ == 0) return clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+    const std::size_t mine = counts_.add_to_stripe(kStamps, 1);
+    if ((mine & ((std::size_t{1} << recency_shift_) - 1)) == 0) {
+      return step_.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
+    return step_.load(std::memory_order_relaxed);
+  }
+
   // Stamps claim `ci` and every ancestor claim with the current recency and
   // moves them to the front, ancestors first; stops below the first claim
   // that already holds it (with recency_shift_ > 0), placing the stamped
@@ -1422,7 +1449,7 @@ class BasicApproxRadixTree {
   // leaf for the tenant) is ever removed, and the caller holds ci's node
   // locked.
   std::uint64_t stamp_path(TenantState& ts, std::uint32_t ci) noexcept {
-    const std::uint64_t e = (clock_.fetch_add(1, std::memory_order_relaxed) + 1) >> recency_shift_;
+    const std::uint64_t e = next_recency();
     // The first claim up the path that already holds e: it and every claim
     // above it are in the list's front run (nothing is newer than e), so
     // only the claims below it are stamped, and they go right behind it.
@@ -2346,7 +2373,7 @@ class BasicApproxRadixTree {
   // Laid out by who writes what, so that two threads routing at once do not
   // take cache lines from each other for data neither of them changed: the
   // root (read by every descent), the slab's directory (read on every node
-  // access), the tenant directory, the clock (one increment per stamp) and
+  // access), the tenant directory, the clock and the step (written by stamps) and
   // the counters (per-thread stripes) each start a line of their own.
   const std::size_t budget_;
   const std::uint8_t recency_shift_;
@@ -2356,7 +2383,10 @@ class BasicApproxRadixTree {
   detail::RadixSlab pool_;
   alignas(detail::kCacheLine) std::atomic<TenantMid*> top_[256] = {};
   std::atomic<TenantState*> registry_{nullptr};
+  // Stamps so far (recency_shift 0), or the step (recency_shift > 0; the
+  // stamps are counted in counts_): written by stamps, on a line of its own.
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> clock_{0};
+  alignas(detail::kCacheLine) std::atomic<std::uint64_t> step_{0};
   // Written by every insert: one stripe per thread (detail/striped.hpp).
   // kBytes counts alloc()ed bytes (the slab counts its own); kNodes the
   // non-root nodes.

@@ -10,8 +10,9 @@
 //   * thread_ordinal(): the n-th thread to ask gets n, so that threads
 //     spread over per-thread slots (the epoch domain's, the stripes here);
 //   * StripedCounters<N>: N counters kept as one stripe per thread group,
-//     each stripe on its own line. add() writes the caller's stripe only;
-//     load() sums the stripes. The radix tree's node, claim, symbol and
+//     each stripe on its own line. add() writes the caller's stripe only
+//     (add_to_stripe() also returns it: the tree's recency steps count a
+//     thread's own stamps); load() sums the stripes. The radix tree's node, claim, symbol and
 //     byte counts are updated on every insert by every thread: as plain
 //     atomics on one line, two inserting threads took that line from each
 //     other several times per request.
@@ -57,6 +58,10 @@ class StripedCounters {
 
   void add(std::size_t field, std::size_t delta) noexcept {
     mine().v[field].fetch_add(delta, std::memory_order_relaxed);
+  }
+  // add(), returning the caller's stripe after it (not the total).
+  std::size_t add_to_stripe(std::size_t field, std::size_t delta) noexcept {
+    return mine().v[field].fetch_add(delta, std::memory_order_relaxed) + delta;
   }
   void sub(std::size_t field, std::size_t delta) noexcept {
     mine().v[field].fetch_sub(delta, std::memory_order_relaxed);
