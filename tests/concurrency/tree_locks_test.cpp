@@ -92,6 +92,45 @@ TEST_CASE("tree locks: RwLock lets readers share and a writer hold it alone", "[
   CHECK(value == std::int64_t{kThreads} * kIters / 4);
 }
 
+TEST_CASE("tree locks: RwLock waiters that outlast the spin sleep and the unlock wakes them",
+          "[locks]") {
+  // Holds far longer than a waiter spins (a few microseconds), so that
+  // both kinds of waiter reach the futex sleep and need the unlock's wake.
+  kvroute::detail::RwLock lock;
+  std::atomic<bool> reader_in{false};
+  std::atomic<bool> writer_in{false};
+  const auto write_once = [&] {
+    lock.lock();
+    writer_in = true;
+    lock.unlock();
+  };
+  lock.lock();
+  std::thread reader([&] {
+    lock.lock_shared();
+    reader_in = true;
+    lock.unlock_shared();
+  });
+  std::thread writer(write_once);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(reader_in.load());
+  CHECK_FALSE(writer_in.load());
+  lock.unlock();
+  reader.join();
+  writer.join();
+  CHECK(reader_in.load());
+  CHECK(writer_in.load());
+
+  // A writer waiting for a reader that holds on.
+  writer_in = false;
+  lock.lock_shared();
+  std::thread late_writer(write_once);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(writer_in.load());
+  lock.unlock_shared();
+  late_writer.join();
+  CHECK(writer_in.load());
+}
+
 TEST_CASE("tree locks: RwLock's version moves on with every exclusive hold, not with readers",
           "[locks]") {
   kvroute::detail::RwLock l;

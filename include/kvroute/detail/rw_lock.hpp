@@ -8,9 +8,10 @@
 //
 // RwLock: readers share it, a writer holds it alone, and a waiting writer
 // keeps new readers out so that a stream of matches cannot starve an insert.
-// Waiting is a futex wait (C++20 atomic wait), so a blocked thread does not
-// burn a core; a waiting reader or writer sets a bit first, and an unlock
-// makes a system call only when such a bit is set.
+// Waiting spins briefly, then is a futex wait (C++20 atomic wait), so a
+// blocked thread does not burn a core for long; a waiting reader or writer
+// sets a bit before it sleeps, and an unlock makes a system call only when
+// such a bit is set.
 //
 // It is written on std::atomic rather than absl::Mutex for two reasons: one
 // per node must be small (absl::Mutex is eight bytes, std::shared_mutex 56),
@@ -41,6 +42,16 @@
 
 KVROUTE_NAMESPACE_BEGIN
 namespace detail {
+
+// A pause for a spin-wait loop: tells the CPU the thread is spinning (less
+// power, no memory-order mis-speculation when the lock is released).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 class RwLock {
  public:
@@ -150,12 +161,18 @@ class RwLock {
 
   KVROUTE_NOINLINE void lock_shared_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
-    for (;;) {
+    for (int spins = 0;;) {
       if (may_share(s)) {
         if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
                                          std::memory_order_relaxed)) {
           return;
         }
+        continue;
+      }
+      if (spins < kSpins) {
+        ++spins;
+        cpu_relax();
+        s = state_.load(std::memory_order_relaxed);
         continue;
       }
       // Say so before sleeping: unlock() wakes sleepers only when a bit
@@ -174,7 +191,7 @@ class RwLock {
 
   KVROUTE_NOINLINE void lock_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
-    for (;;) {
+    for (int spins = 0;;) {
       if ((s & ~(kWriterWaiting | kReaderWaiting | kVersionMask)) == 0) {
         // Free (perhaps with waiters): take it, keeping the readers' bit and
         // the version. Other waiting writers set the writers' bit again when
@@ -183,6 +200,12 @@ class RwLock {
                                          std::memory_order_acquire, std::memory_order_relaxed)) {
           return;
         }
+        continue;
+      }
+      if (spins < kSpins) {
+        ++spins;
+        cpu_relax();
+        s = state_.load(std::memory_order_relaxed);
         continue;
       }
       if ((s & kWriterWaiting) == 0) {
@@ -197,6 +220,12 @@ class RwLock {
     }
   }
 
+  // A wait first spins this many pauses (a few microseconds) before it
+  // sleeps: the holds it waits for are short (an insert prepares its
+  // allocations and copies before it takes a node exclusively), and a futex
+  // sleep and wake-up cost far more, on a virtual machine tens of
+  // microseconds (measured in benchmarks/README.md).
+  static constexpr int kSpins = 200;
   static constexpr std::uint32_t kWriter = 1u << 31;
   static constexpr std::uint32_t kWriterWaiting = 1u << 30;
   static constexpr std::uint32_t kReaderWaiting = 1u << 29;
@@ -206,16 +235,6 @@ class RwLock {
 
   std::atomic<std::uint32_t> state_{0};
 };
-
-// A pause for a spin-wait loop: tells the CPU the thread is spinning (less
-// power, no memory-order mis-speculation when the lock is released).
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // `SpinMutex`, the four-byte mutex of a tree tenant's LRU list. Its critical
 // sections are a few dozen pointer updates, far shorter than a futex sleep
