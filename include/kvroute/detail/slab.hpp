@@ -30,8 +30,8 @@
 // (the unused rest of the chunk it took last) and a free list per size, all
 // under the shard's own spin lock. Every new leaf and claim of the tree
 // comes from here: with one slab-wide lock, two inserting threads took its
-// line from each other on every request, and a thread that faulted in a
-// chunk's fresh page under it stalled the other. A shard serves a request
+// line from each other on every request, and a thread that grew the slab
+// (a malloc) under it stalled the other. A shard serves a request
 // from its free list (newest first), else its fresh range, else a whole
 // free list taken from another shard (so a block released by an evicting
 // thread is reused before the slab grows), else a new chunk; only that
