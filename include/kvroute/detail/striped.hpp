@@ -12,10 +12,10 @@
 //   * StripedCounters<N>: N counters kept as one stripe per thread group,
 //     each stripe on its own line. add() writes the caller's stripe only
 //     (add_to_stripe() also returns it: the tree's recency steps count a
-//     thread's own stamps); load() sums the stripes. The radix tree's node, claim, symbol and
-//     byte counts are updated on every insert by every thread: as plain
-//     atomics on one line, two inserting threads took that line from each
-//     other several times per request.
+//     thread's own stamps); load() sums the stripes. The radix tree's node,
+//     claim, symbol and byte counts are updated on every insert by every
+//     thread: as plain atomics on one line, two inserting threads took that
+//     line from each other several times per request.
 //
 // Thread safety: add() and load() may run concurrently from any threads.
 // load() is the sum of relaxed reads, not a snapshot: while adds run it may
