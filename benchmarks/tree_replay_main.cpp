@@ -77,9 +77,22 @@
 // (affinity_routes 99,985 of 100,000 against 99,526 free; 1.11 bytes per
 // character against 1.26-1.36), at no gain in speed (benchmarks/README.md).
 //
-// Defaults: --workers 8, no eviction, --threads 1, --window 0 (free). Errors (bad arguments, an
+// --scaling R, after the replay above, runs R rounds of a one-thread replay
+// (on a worker thread) and a T-thread one (with --private, T private
+// trees), each on fresh trees in this process, and adds scaling_rounds,
+// one_thread_seconds_best and _median, threads_seconds_best and _median,
+// and scaling_best and scaling_median (one-thread seconds over T-thread
+// seconds, times T with --private; from the best runs and from the
+// medians). Without a file to load between runs, many rounds take
+// little time and the two kinds alternate closely. On the VM measured in
+// benchmarks/README.md two threads scaled better in these rounds than as
+// the first replay of a process; it gives both.
+//
+// Defaults: --workers 8, no eviction, --threads 1, --window 0 (free),
+// --scaling 0 (none). Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
 // or 1 (I/O).
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -106,7 +119,7 @@ int usage(const std::string& msg) {
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
                "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages] "
-               "[--recency-shift S] [--window W]\n",
+               "[--recency-shift S] [--window W] [--scaling R]\n",
                msg.c_str());
   return 2;
 }
@@ -175,12 +188,205 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What a replay is asked to do, besides its lines and threads.
+struct ReplayConfig {
+  std::uint64_t workers = 8;
+  std::uint64_t evict_every = 0;
+  std::uint64_t max_size = 0;
+  std::uint64_t window = 0;
+  bool separate = false;
+  bool private_trees = false;
+  bool huge_pages = false;
+  unsigned recency_shift = 0;
+};
+
+// What one replay did. The tree figures are summed over the trees (with
+// --private), and read, like the RSS, before the trees are destroyed.
+struct ReplayResult {
+  double seconds = 0, cpu_seconds = 0, sys_seconds = 0;
+  double evict_seconds = 0;  // summed over threads
+  std::size_t page_faults = 0, rss_bytes = 0, rss_peak_bytes = 0;
+  // Summed over the threads' requests.
+  std::size_t affinity = 0, matched = 0, chars = 0, failed = 0, evicted = 0;
+  bool in_step = false;
+  kvroute::RadixTreeStats stats;
+};
+
+// Replays `lines` with `threads` threads through fresh trees: on the
+// calling thread when threads == 1 and !worker_thread, else on threads of
+// their own.
+ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& cfg,
+                    std::size_t threads, bool worker_thread) {
+  const std::uint64_t workers = cfg.workers, evict_every = cfg.evict_every, max_size = cfg.max_size,
+                      window = cfg.window;
+  const bool separate = cfg.separate, private_trees = cfg.private_trees;
+  ReplayResult out;
+  // One tree, or with --private one per thread.
+  kvroute::ApproxRadixTree::Options options;
+  options.huge_pages = cfg.huge_pages;
+  options.recency_shift = cfg.recency_shift;
+  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
+  for (std::size_t k = 0; k < (private_trees ? threads : 1); ++k) {
+    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
+  }
+  std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
+  std::mutex evict_mu;
+  double evict_seconds = 0;  // summed over threads
+  // --window W: each thread publishes the next line it will take, and
+  // before each line waits until no other thread is more than W lines
+  // behind it (the thread furthest behind never waits, so this cannot
+  // deadlock).
+  struct alignas(64) Progress {
+    std::atomic<std::size_t> next{0};
+  };
+  constexpr std::size_t kSpins = 4096;
+  constexpr std::size_t kDone = static_cast<std::size_t>(-1);
+  const bool in_step = window != 0 && threads > 1 && !private_trees;
+  std::vector<Progress> progress(threads);
+  for (std::size_t k = 0; k < threads; ++k) progress[k].next.store(k, std::memory_order_relaxed);
+  const auto wait_for_others = [&](std::size_t self, std::size_t line) {
+    for (std::size_t k = 0; k < threads; ++k) {
+      if (k == self) continue;
+      // Spin a while (the other thread is a request or two away), then
+      // yield (more threads than cores).
+      for (std::size_t spins = 0;; ++spins) {
+        const std::size_t other = progress[k].next.load(std::memory_order_acquire);
+        if (other == kDone || other + window >= line) break;
+        if (spins >= kSpins) std::this_thread::yield();
+      }
+    }
+  };
+  const Usage used0 = usage();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = [&](std::size_t first) {
+    std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
+    double my_evict_seconds = 0;
+    kvroute::ApproxRadixTree& tree = *trees[private_trees ? first : 0];
+    const std::size_t from = private_trees ? 0 : first;
+    const std::size_t step = private_trees ? 1 : threads;
+    for (std::size_t i = from; i < lines.size(); i += step) {
+      if (in_step) {
+        progress[first].next.store(i, std::memory_order_release);
+        wait_for_others(first, i);
+      }
+      const std::string& line = lines[i];
+      const auto fallback = static_cast<kvroute::TenantId>(i % workers);
+      if (separate) {
+        const kvroute::MatchResult m = tree.match(line);
+        kvroute::TenantId t = fallback;
+        if (m.has_tenant() && m.match_rate() > 0.3f) {
+          t = m.tenant;
+          ++my_affinity;
+        }
+        my_matched += m.matched;
+        my_chars += m.input;
+        if (!tree.insert(line, t).ok()) ++my_failed;
+      } else {
+        bool affine = false;
+        const kvroute::MatchInsertResult r = tree.match_and_insert(
+            line, [&](const kvroute::RadixCandidates& c, const kvroute::MatchResult& m) noexcept {
+              affine = !c.empty() && m.match_rate() > 0.3f;
+              return affine ? kvroute::MostRecentlyUsed{}(c) : fallback;
+            });
+        my_affinity += affine ? 1 : 0;
+        my_matched += r.match.matched;
+        my_chars += r.match.input;
+        if (!r.insert.ok()) ++my_failed;
+      }
+      if (evict_every != 0 && (i + 1) % evict_every == 0) {
+        const auto e0 = std::chrono::steady_clock::now();
+        my_evicted += tree.evict(max_size).units;
+        my_evict_seconds += seconds_since(e0);
+      }
+    }
+    progress[first].next.store(kDone, std::memory_order_release);
+    affinity += my_affinity;
+    matched += my_matched;
+    chars += my_chars;
+    failed += my_failed;
+    evicted += my_evicted;
+    std::lock_guard<std::mutex> g(evict_mu);
+    evict_seconds += my_evict_seconds;
+  };
+  if (threads == 1 && !worker_thread) {
+    run(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::size_t k = 0; k < threads; ++k) pool.emplace_back(run, k);
+    for (auto& th : pool) th.join();
+  }
+  out.seconds = seconds_since(t0);
+  const Usage used1 = usage();
+  out.cpu_seconds = used1.cpu_seconds - used0.cpu_seconds;
+  out.sys_seconds = used1.sys_seconds - used0.sys_seconds;
+  out.page_faults = used1.page_faults - used0.page_faults;
+  out.evict_seconds = evict_seconds;
+  out.affinity = affinity.load();
+  out.matched = matched.load();
+  out.chars = chars.load();
+  out.failed = failed.load();
+  out.evicted = evicted.load();
+  out.in_step = in_step;
+  out.rss_bytes = proc_status_kb("VmRSS:");
+  out.rss_peak_bytes = proc_status_kb("VmHWM:");
+  kvroute::RadixTreeStats& s = out.stats;
+  for (const auto& tree : trees) {
+    const kvroute::RadixTreeStats one = tree->stats();
+    s.nodes += one.nodes;
+    s.bytes += one.bytes;
+    s.units += one.units;
+    s.reserved_bytes += one.reserved_bytes;
+    s.stamps += one.stamps;
+    s.stamped_claims += one.stamped_claims;
+  }
+  return out;
+}
+
+// --scaling R: R rounds, each a one-thread replay (on a worker thread, as
+// every thread of a T-thread replay runs) and then a T-thread replay, on
+// fresh trees, in one process: no file to load between them, so that many
+// rounds take little time and the two kinds of run alternate closely.
+struct Scaling {
+  std::uint64_t rounds = 0;
+  double one_best = 0, one_median = 0, threads_best = 0, threads_median = 0;
+  double best = 0, median = 0;  // one-thread seconds / T-thread seconds (x T with --private)
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfig& cfg,
+                        std::size_t threads, std::uint64_t rounds) {
+  Scaling out;
+  out.rounds = rounds;
+  if (rounds == 0) return out;
+  ReplayConfig one_cfg = cfg;
+  one_cfg.private_trees = false;
+  std::vector<double> one, many;
+  for (std::uint64_t k = 0; k < rounds; ++k) {
+    one.push_back(replay(lines, one_cfg, 1, true).seconds);
+    many.push_back(replay(lines, cfg, threads, false).seconds);
+  }
+  const double work = cfg.private_trees ? static_cast<double>(threads) : 1.0;
+  out.one_best = *std::min_element(one.begin(), one.end());
+  out.threads_best = *std::min_element(many.begin(), many.end());
+  out.one_median = median_of(one);
+  out.threads_median = median_of(many);
+  out.best = out.threads_best > 0 ? work * out.one_best / out.threads_best : 0.0;
+  out.median = out.threads_median > 0 ? work * out.one_median / out.threads_median : 0.0;
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
-  std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1, window = 0;
+  std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1, window = 0,
+                scaling_rounds = 0;
   bool have_every = false, have_max = false, separate = false, private_trees = false,
        worker_thread = false, huge_pages = false;
   unsigned recency_shift = 0;
@@ -190,6 +396,7 @@ int main(int argc, char** argv) {
                             : a == "--evict-every" ? &evict_every
                             : a == "--max-size"    ? &max_size
                             : a == "--threads"     ? &threads
+                            : a == "--scaling"     ? &scaling_rounds
                                                    : nullptr;
     if (target != nullptr) {
       if (i + 1 >= argc) return usage(std::string(a) + " needs a value");
@@ -295,125 +502,32 @@ int main(int argc, char** argv) {
     }
   }
 
-  // One tree, or with --private one per thread.
-  kvroute::ApproxRadixTree::Options options;
-  options.huge_pages = huge_pages;
-  options.recency_shift = recency_shift;
-  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
-  for (std::size_t k = 0; k < (private_trees ? threads : 1); ++k) {
-    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
-  }
-  std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
-  std::mutex evict_mu;
-  double evict_seconds = 0;  // summed over threads
-  // --window W: each thread publishes the next line it will take, and
-  // before each line waits until no other thread is more than W lines
-  // behind it (the thread furthest behind never waits, so this cannot
-  // deadlock).
-  struct alignas(64) Progress {
-    std::atomic<std::size_t> next{0};
-  };
-  constexpr std::size_t kSpins = 4096;
-  constexpr std::size_t kDone = static_cast<std::size_t>(-1);
-  const bool in_step = window != 0 && threads > 1 && !private_trees;
-  std::vector<Progress> progress(threads);
-  for (std::size_t k = 0; k < threads; ++k) progress[k].next.store(k, std::memory_order_relaxed);
-  const auto wait_for_others = [&](std::size_t self, std::size_t line) {
-    for (std::size_t k = 0; k < threads; ++k) {
-      if (k == self) continue;
-      // Spin a while (the other thread is a request or two away), then
-      // yield (more threads than cores).
-      for (std::size_t spins = 0;; ++spins) {
-        const std::size_t other = progress[k].next.load(std::memory_order_acquire);
-        if (other == kDone || other + window >= line) break;
-        if (spins >= kSpins) std::this_thread::yield();
-      }
-    }
-  };
-  const Usage used0 = usage();
-  const auto t0 = std::chrono::steady_clock::now();
-  auto run = [&](std::size_t first) {
-    std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
-    double my_evict_seconds = 0;
-    kvroute::ApproxRadixTree& tree = *trees[private_trees ? first : 0];
-    const std::size_t from = private_trees ? 0 : first;
-    const std::size_t step = private_trees ? 1 : threads;
-    for (std::size_t i = from; i < lines.size(); i += step) {
-      if (in_step) {
-        progress[first].next.store(i, std::memory_order_release);
-        wait_for_others(first, i);
-      }
-      const std::string& line = lines[i];
-      const auto fallback = static_cast<kvroute::TenantId>(i % workers);
-      if (separate) {
-        const kvroute::MatchResult m = tree.match(line);
-        kvroute::TenantId t = fallback;
-        if (m.has_tenant() && m.match_rate() > 0.3f) {
-          t = m.tenant;
-          ++my_affinity;
-        }
-        my_matched += m.matched;
-        my_chars += m.input;
-        if (!tree.insert(line, t).ok()) ++my_failed;
-      } else {
-        bool affine = false;
-        const kvroute::MatchInsertResult r = tree.match_and_insert(
-            line, [&](const kvroute::RadixCandidates& c, const kvroute::MatchResult& m) noexcept {
-              affine = !c.empty() && m.match_rate() > 0.3f;
-              return affine ? kvroute::MostRecentlyUsed{}(c) : fallback;
-            });
-        my_affinity += affine ? 1 : 0;
-        my_matched += r.match.matched;
-        my_chars += r.match.input;
-        if (!r.insert.ok()) ++my_failed;
-      }
-      if (evict_every != 0 && (i + 1) % evict_every == 0) {
-        const auto e0 = std::chrono::steady_clock::now();
-        my_evicted += tree.evict(max_size).units;
-        my_evict_seconds += seconds_since(e0);
-      }
-    }
-    progress[first].next.store(kDone, std::memory_order_release);
-    affinity += my_affinity;
-    matched += my_matched;
-    chars += my_chars;
-    failed += my_failed;
-    evicted += my_evicted;
-    std::lock_guard<std::mutex> g(evict_mu);
-    evict_seconds += my_evict_seconds;
-  };
-  if (threads == 1 && !worker_thread) {
-    run(0);
-  } else {
-    std::vector<std::thread> pool;
-    for (std::size_t k = 0; k < threads; ++k) pool.emplace_back(run, k);
-    for (auto& th : pool) th.join();
-  }
-  const double seconds = seconds_since(t0);
-  const Usage used1 = usage();
-  const double cpu = used1.cpu_seconds - used0.cpu_seconds;
-  const double sys = used1.sys_seconds - used0.sys_seconds;
-  const std::size_t faults = used1.page_faults - used0.page_faults;
-  if (failed != 0) {
-    std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", failed.load());
+  // The replay, and with --scaling R, R rounds of one thread and T threads.
+  ReplayConfig cfg;
+  cfg.workers = workers;
+  cfg.evict_every = evict_every;
+  cfg.max_size = max_size;
+  cfg.window = window;
+  cfg.separate = separate;
+  cfg.private_trees = private_trees;
+  cfg.huge_pages = huge_pages;
+  cfg.recency_shift = recency_shift;
+  const ReplayResult r = replay(lines, cfg, threads, worker_thread);
+  if (r.failed != 0) {
+    std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", r.failed);
     return 1;
   }
-  // Summed over the trees with --private.
-  kvroute::RadixTreeStats s;
-  for (const auto& tree : trees) {
-    const kvroute::RadixTreeStats one = tree->stats();
-    s.nodes += one.nodes;
-    s.bytes += one.bytes;
-    s.units += one.units;
-    s.reserved_bytes += one.reserved_bytes;
-    s.stamps += one.stamps;
-    s.stamped_claims += one.stamped_claims;
-  }
+  const Scaling scaling = measure_scaling(lines, cfg, threads, scaling_rounds);
+  const double seconds = r.seconds, cpu = r.cpu_seconds, sys = r.sys_seconds;
+  const double evict_seconds = r.evict_seconds;
+  const std::size_t faults = r.page_faults;
+  const bool in_step = r.in_step;
+  const kvroute::RadixTreeStats& s = r.stats;
   const std::size_t requests = lines.size() * (private_trees ? threads : 1);
   // With --private the threads made `work` passes over the file.
   const double work = private_trees ? static_cast<double>(threads) : 1.0;
   const std::size_t all_bytes = bytes * (private_trees ? threads : 1);
-  const double c = static_cast<double>(chars.load());
+  const double c = static_cast<double>(r.chars);
   std::printf(
       "{\"requests\":%zu,\"chars\":%zu,\"bytes\":%zu,\"workers\":%llu,\"threads\":%llu,"
       "\"private\":%s,\"worker_thread\":%s,\"evict_every\":%llu,\"max_size\":%llu,\"seconds\":%.6f,"
@@ -425,21 +539,26 @@ int main(int argc, char** argv) {
       "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
       "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f,\"page_faults\":%zu,"
       "\"sys_seconds\":%.6f,\"tree_reserved_bytes\":%zu,\"recency_shift\":%u,"
-      "\"claims_per_stamp\":%.2f,\"window\":%llu}\n",
-      requests, chars.load(), all_bytes, static_cast<unsigned long long>(workers),
+      "\"claims_per_stamp\":%.2f,\"window\":%llu,\"scaling_rounds\":%llu,"
+      "\"one_thread_seconds_best\":%.6f,\"one_thread_seconds_median\":%.6f,"
+      "\"threads_seconds_best\":%.6f,\"threads_seconds_median\":%.6f,\"scaling_best\":%.3f,"
+      "\"scaling_median\":%.3f}\n",
+      requests, r.chars, all_bytes, static_cast<unsigned long long>(workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false", static_cast<unsigned long long>(evict_every),
       static_cast<unsigned long long>(max_size), seconds, seconds > 0 ? c / seconds : 0.0,
       seconds > 0 ? static_cast<double>(all_bytes) / seconds : 0.0,
-      requests == 0 ? 0.0 : seconds * 1e6 / static_cast<double>(requests), affinity.load(),
-      matched.load(), s.nodes, s.bytes, s.units,
-      s.units == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.units),
-      proc_status_kb("VmRSS:"), proc_status_kb("VmHWM:"), memcmp_seconds,
-      seconds > 0 ? memcmp_seconds * work / seconds : 0.0, cpu, evict_seconds, evicted.load(),
-      memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0, memcmp_threads_seconds,
+      requests == 0 ? 0.0 : seconds * 1e6 / static_cast<double>(requests), r.affinity, r.matched,
+      s.nodes, s.bytes, s.units,
+      s.units == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.units), r.rss_bytes,
+      r.rss_peak_bytes, memcmp_seconds, seconds > 0 ? memcmp_seconds * work / seconds : 0.0, cpu,
+      evict_seconds, r.evicted, memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0,
+      memcmp_threads_seconds,
       memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0, faults, sys,
       s.reserved_bytes, recency_shift,
       s.stamps == 0 ? 0.0 : static_cast<double>(s.stamped_claims) / static_cast<double>(s.stamps),
-      static_cast<unsigned long long>(in_step ? window : 0));
+      static_cast<unsigned long long>(in_step ? window : 0),
+      static_cast<unsigned long long>(scaling.rounds), scaling.one_best, scaling.one_median,
+      scaling.threads_best, scaling.threads_median, scaling.best, scaling.median);
   return 0;
 }
