@@ -348,6 +348,7 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
 // rounds take little time and the two kinds of run alternate closely.
 struct Scaling {
   std::uint64_t rounds = 0;
+  std::size_t failed = 0;  // inserts that failed in the rounds (out of memory)
   double one_best = 0, one_median = 0, threads_best = 0, threads_median = 0;
   double best = 0, median = 0;  // one-thread seconds / T-thread seconds (x T with --private)
 };
@@ -367,8 +368,11 @@ Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfi
   one_cfg.private_trees = false;
   std::vector<double> one, many;
   for (std::uint64_t k = 0; k < rounds; ++k) {
-    one.push_back(replay(lines, one_cfg, 1, true).seconds);
-    many.push_back(replay(lines, cfg, threads, false).seconds);
+    const ReplayResult a = replay(lines, one_cfg, 1, true);
+    const ReplayResult b = replay(lines, cfg, threads, false);
+    one.push_back(a.seconds);
+    many.push_back(b.seconds);
+    out.failed += a.failed + b.failed;
   }
   const double work = cfg.private_trees ? static_cast<double>(threads) : 1.0;
   out.one_best = *std::min_element(one.begin(), one.end());
@@ -518,6 +522,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const Scaling scaling = measure_scaling(lines, cfg, threads, scaling_rounds);
+  if (scaling.failed != 0) {
+    std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed in the --scaling rounds\n",
+                 scaling.failed);
+    return 1;
+  }
   const double seconds = r.seconds, cpu = r.cpu_seconds, sys = r.sys_seconds;
   const double evict_seconds = r.evict_seconds;
   const std::size_t faults = r.page_faults;
