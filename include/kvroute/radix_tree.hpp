@@ -849,9 +849,7 @@ class BasicApproxRadixTree {
   unsigned recency_shift() const noexcept { return recency_shift_; }
 
   // The last recency handed out.
-  std::uint64_t now() const noexcept {
-    return (recency_shift_ == 0 ? clock_ : step_).load(std::memory_order_relaxed);
-  }
+  std::uint64_t now() const noexcept { return clock_.load(std::memory_order_relaxed); }
 
   // Debug: every registered tenant's size recomputed from the nodes
   // (tenants at the root only count 0), ascending id. Requires quiescence.
@@ -1436,9 +1434,9 @@ class BasicApproxRadixTree {
     if (recency_shift_ == 0) return clock_.fetch_add(1, std::memory_order_relaxed) + 1;
     const std::size_t mine = counts_.add_to_stripe(kStamps, 1);
     if ((mine & ((std::size_t{1} << recency_shift_) - 1)) == 0) {
-      return step_.fetch_add(1, std::memory_order_relaxed) + 1;
+      return clock_.fetch_add(1, std::memory_order_relaxed) + 1;
     }
-    return step_.load(std::memory_order_relaxed);
+    return clock_.load(std::memory_order_relaxed);
   }
 
   // Stamps claim `ci` and every ancestor claim with the current recency and
@@ -2373,7 +2371,7 @@ class BasicApproxRadixTree {
   // Laid out by who writes what, so that two threads routing at once do not
   // take cache lines from each other for data neither of them changed: the
   // root (read by every descent), the slab's directory (read on every node
-  // access), the tenant directory, the clock and the step (written by stamps) and
+  // access), the tenant directory, the clock (written by stamps) and
   // the counters (per-thread stripes) each start a line of their own.
   const std::size_t budget_;
   const std::uint8_t recency_shift_;
@@ -2383,10 +2381,10 @@ class BasicApproxRadixTree {
   detail::RadixSlab pool_;
   alignas(detail::kCacheLine) std::atomic<TenantMid*> top_[256] = {};
   std::atomic<TenantState*> registry_{nullptr};
-  // Stamps so far (recency_shift 0), or the step (recency_shift > 0; the
-  // stamps are counted in counts_): written by stamps, on a line of its own.
+  // The last recency handed out: the stamps so far (recency_shift 0), or
+  // the step (recency_shift > 0, the stamps being counted in counts_).
+  // Written by stamps, on a line of its own.
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> clock_{0};
-  alignas(detail::kCacheLine) std::atomic<std::uint64_t> step_{0};
   // Written by every insert: one stripe per thread (detail/striped.hpp).
   // kBytes counts alloc()ed bytes (the slab counts its own); kNodes the
   // non-root nodes.

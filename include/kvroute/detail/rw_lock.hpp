@@ -53,6 +53,14 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// How many pauses a waiter on either lock spins (a few microseconds)
+// before it sleeps: the holds it waits for are short (an insert prepares
+// its allocations and copies before it takes a node exclusively; an LRU
+// list update is a few dozen pointer writes), and a futex sleep and
+// wake-up cost far more, on a virtual machine tens of microseconds
+// (measured in benchmarks/README.md).
+inline constexpr int kSpinsBeforeSleep = 200;
+
 class RwLock {
  public:
   RwLock() noexcept = default;
@@ -169,12 +177,7 @@ class RwLock {
         }
         continue;
       }
-      if (spins < kSpins) {
-        ++spins;
-        cpu_relax();
-        s = state_.load(std::memory_order_relaxed);
-        continue;
-      }
+      if (spin(spins, s)) continue;
       // Say so before sleeping: unlock() wakes sleepers only when a bit
       // says there are some.
       if ((s & kReaderWaiting) == 0) {
@@ -202,12 +205,7 @@ class RwLock {
         }
         continue;
       }
-      if (spins < kSpins) {
-        ++spins;
-        cpu_relax();
-        s = state_.load(std::memory_order_relaxed);
-        continue;
-      }
+      if (spin(spins, s)) continue;
       if ((s & kWriterWaiting) == 0) {
         if (!state_.compare_exchange_weak(s, s | kWriterWaiting, std::memory_order_relaxed,
                                           std::memory_order_relaxed)) {
@@ -220,12 +218,16 @@ class RwLock {
     }
   }
 
-  // A wait first spins this many pauses (a few microseconds) before it
-  // sleeps: the holds it waits for are short (an insert prepares its
-  // allocations and copies before it takes a node exclusively), and a futex
-  // sleep and wake-up cost far more, on a virtual machine tens of
-  // microseconds (measured in benchmarks/README.md).
-  static constexpr int kSpins = 200;
+  // One pause of a waiter's spin, then s reloaded; false once the waiter
+  // has spun kSpinsBeforeSleep pauses and should sleep.
+  bool spin(int& spins, std::uint32_t& s) const noexcept {
+    if (spins >= kSpinsBeforeSleep) return false;
+    ++spins;
+    cpu_relax();
+    s = state_.load(std::memory_order_relaxed);
+    return true;
+  }
+
   static constexpr std::uint32_t kWriter = 1u << 31;
   static constexpr std::uint32_t kWriterWaiting = 1u << 30;
   static constexpr std::uint32_t kReaderWaiting = 1u << 29;
@@ -238,8 +240,8 @@ class RwLock {
 
 // `SpinMutex`, the four-byte mutex of a tree tenant's LRU list. Its critical
 // sections are a few dozen pointer updates, far shorter than a futex sleep
-// and wake-up, so a contended lock() first spins (with cpu_relax) for about
-// as long as such a section takes and only then sleeps (C++20 atomic wait).
+// and wake-up, so a contended lock() first spins (kSpinsBeforeSleep pauses)
+// and only then sleeps (C++20 atomic wait).
 // A plain std::mutex sleeps at once: with two threads routing to the same
 // tenant, most of the time went to futex calls. The sleeping path is the
 // classic three-state futex mutex (0 free, 1 held, 2 held with sleepers).
@@ -268,7 +270,7 @@ class SpinMutex {
 
  private:
   KVROUTE_NOINLINE void lock_slow() noexcept {
-    for (int i = 0; i < kSpins; ++i) {
+    for (int i = 0; i < kSpinsBeforeSleep; ++i) {
       if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
       cpu_relax();
     }
@@ -277,7 +279,6 @@ class SpinMutex {
     }
   }
 
-  static constexpr int kSpins = 200;
   std::atomic<std::uint32_t> state_{0};
 };
 
