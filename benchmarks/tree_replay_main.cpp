@@ -389,16 +389,14 @@ Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfi
 int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
-  std::uint64_t workers = 8, evict_every = 0, max_size = 0, threads = 1, window = 0,
-                scaling_rounds = 0;
-  bool have_every = false, have_max = false, separate = false, private_trees = false,
-       worker_thread = false, huge_pages = false;
-  unsigned recency_shift = 0;
+  ReplayConfig cfg;  // what the replay and the --scaling rounds do
+  std::uint64_t threads = 1, scaling_rounds = 0;
+  bool have_every = false, have_max = false, worker_thread = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    std::uint64_t* target = a == "--workers"       ? &workers
-                            : a == "--evict-every" ? &evict_every
-                            : a == "--max-size"    ? &max_size
+    std::uint64_t* target = a == "--workers"       ? &cfg.workers
+                            : a == "--evict-every" ? &cfg.evict_every
+                            : a == "--max-size"    ? &cfg.max_size
                             : a == "--threads"     ? &threads
                             : a == "--scaling"     ? &scaling_rounds
                                                    : nullptr;
@@ -411,23 +409,23 @@ int main(int argc, char** argv) {
       if (a == "--max-size") have_max = true;
       ++i;
     } else if (a == "--window") {
-      if (i + 1 >= argc || !parse_count(argv[i + 1], window)) {
+      if (i + 1 >= argc || !parse_count(argv[i + 1], cfg.window)) {
         return usage("--window needs a non-negative integer");
       }
       ++i;
     } else if (a == "--separate") {
-      separate = true;
+      cfg.separate = true;
     } else if (a == "--private") {
-      private_trees = true;
+      cfg.private_trees = true;
     } else if (a == "--worker-thread") {
       worker_thread = true;
     } else if (a == "--recency-shift") {
-      if (i + 1 >= argc || !parse_shift(argv[i + 1], recency_shift)) {
+      if (i + 1 >= argc || !parse_shift(argv[i + 1], cfg.recency_shift)) {
         return usage("--recency-shift needs an integer from 0 to 16");
       }
       ++i;
     } else if (a == "--huge-pages") {
-      huge_pages = true;
+      cfg.huge_pages = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usage("unknown option " + std::string(a));
     } else if (path != nullptr) {
@@ -438,7 +436,7 @@ int main(int argc, char** argv) {
   }
   if (path == nullptr) return usage("missing FILE");
   if (have_every != have_max) return usage("--evict-every and --max-size go together");
-  if (workers > kvroute::kMaxTenantId + 1ull) return usage("--workers is too large");
+  if (cfg.workers > kvroute::kMaxTenantId + 1ull) return usage("--workers is too large");
   if (threads > 256) return usage("--threads is too large (at most 256)");
 
   // Read the file.
@@ -507,15 +505,6 @@ int main(int argc, char** argv) {
   }
 
   // The replay, and with --scaling R, R rounds of one thread and T threads.
-  ReplayConfig cfg;
-  cfg.workers = workers;
-  cfg.evict_every = evict_every;
-  cfg.max_size = max_size;
-  cfg.window = window;
-  cfg.separate = separate;
-  cfg.private_trees = private_trees;
-  cfg.huge_pages = huge_pages;
-  cfg.recency_shift = recency_shift;
   const ReplayResult r = replay(lines, cfg, threads, worker_thread);
   if (r.failed != 0) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", r.failed);
@@ -532,6 +521,7 @@ int main(int argc, char** argv) {
   const std::size_t faults = r.page_faults;
   const bool in_step = r.in_step;
   const kvroute::RadixTreeStats& s = r.stats;
+  const bool private_trees = cfg.private_trees;
   const std::size_t requests = lines.size() * (private_trees ? threads : 1);
   // With --private the threads made `work` passes over the file.
   const double work = private_trees ? static_cast<double>(threads) : 1.0;
@@ -552,10 +542,11 @@ int main(int argc, char** argv) {
       "\"one_thread_seconds_best\":%.6f,\"one_thread_seconds_median\":%.6f,"
       "\"threads_seconds_best\":%.6f,\"threads_seconds_median\":%.6f,\"scaling_best\":%.3f,"
       "\"scaling_median\":%.3f}\n",
-      requests, r.chars, all_bytes, static_cast<unsigned long long>(workers),
+      requests, r.chars, all_bytes, static_cast<unsigned long long>(cfg.workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
-      worker_thread || threads > 1 ? "true" : "false", static_cast<unsigned long long>(evict_every),
-      static_cast<unsigned long long>(max_size), seconds, seconds > 0 ? c / seconds : 0.0,
+      worker_thread || threads > 1 ? "true" : "false",
+      static_cast<unsigned long long>(cfg.evict_every),
+      static_cast<unsigned long long>(cfg.max_size), seconds, seconds > 0 ? c / seconds : 0.0,
       seconds > 0 ? static_cast<double>(all_bytes) / seconds : 0.0,
       requests == 0 ? 0.0 : seconds * 1e6 / static_cast<double>(requests), r.affinity, r.matched,
       s.nodes, s.bytes, s.units,
@@ -564,9 +555,9 @@ int main(int argc, char** argv) {
       evict_seconds, r.evicted, memcmp_cpu_seconds, cpu > 0 ? memcmp_cpu_seconds * work / cpu : 0.0,
       memcmp_threads_seconds,
       memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0, faults, sys,
-      s.reserved_bytes, recency_shift,
+      s.reserved_bytes, cfg.recency_shift,
       s.stamps == 0 ? 0.0 : static_cast<double>(s.stamped_claims) / static_cast<double>(s.stamps),
-      static_cast<unsigned long long>(in_step ? window : 0),
+      static_cast<unsigned long long>(in_step ? cfg.window : 0),
       static_cast<unsigned long long>(scaling.rounds), scaling.one_best, scaling.one_median,
       scaling.threads_best, scaling.threads_median, scaling.best, scaling.median);
   return 0;
