@@ -33,9 +33,10 @@
 #
 # "met" is judged on the medians. On a shared VM the medians move by
 # 10-20% between batches: run it twice before reading much into a figure
-# near its target. Takes about 3 minutes on 2 cores. Needs bash, awk and
-# sort; exits 2 on bad arguments, 1 when a program fails, else 0 (whether
-# or not every target is met).
+# near its target. Takes about a minute on 2 cores (51 s on the VM of
+# benchmarks/README.md with the files kept). Needs bash, awk and sort;
+# exits 2 on bad arguments, with a failing program's status when one
+# fails, else 0 (whether or not every target is met).
 set -euo pipefail
 
 bin=build/bench/benchmarks
@@ -47,7 +48,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=${2:?--runs needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     -*) echo "check_targets: unknown option '$1'" >&2; exit 2 ;;
     *) bin=$1; shift ;;
   esac
