@@ -1623,13 +1623,17 @@ TEST_CASE("radix tree: drop_older_than removes a tenant's stale entries only",
   // request itself has just refilled "old conversation two".
   auto r = tree.drop_older_than(t1, used.previous_recency + 1);
   CHECK(r.claims == 1);  // "one"
+  // "old conversation " was split for "one" only: with it gone, the
+  // node and its one child "two" (the same tenants) are one node again.
+  CHECK(r.merges == 1);
+  CHECK(tree.stats().nodes == 2);  // the root and "old conversation two"
   CHECK(tree.match_for_tenant("old conversation one", t1).matched == 17);
   CHECK(tree.match_for_tenant("old conversation two", t1).matched == 20);
   // Later a newer entry exists, and the refilled one is reported gone too.
   const std::uint64_t refilled = tree.match_for_tenant("old conversation two", t1).recency;
   tree.insert("fresh conversation", t1);
   r = tree.drop_older_than(t1, refilled + 1);
-  CHECK(r.claims == 2);
+  CHECK(r.claims == 1);  // "old conversation two", one node since the merge
   CHECK(tree.match_for_tenant("old conversation one", t1).matched == 0);
   CHECK(tree.match_for_tenant("old conversation two", t1).matched == 0);
   CHECK(tree.match_for_tenant("fresh conversation", t1).matched == 18);
@@ -1639,6 +1643,107 @@ TEST_CASE("radix tree: drop_older_than removes a tenant's stale entries only",
   require_consistent(tree);
   // Nothing older than the oldest: no work.
   CHECK(tree.drop_older_than(t1, 0).visited == 0);
+}
+
+// Spec section 9, "no re-merging of nodes after removal": fixed. A split
+// whose reason is evicted (the branch, or the text that ended there) is
+// undone, so chains of single-child nodes do not accumulate.
+TEST_CASE("radix tree: evicting a branch merges its parent with the one child left",
+          "[radix_tree][evict][merge]") {
+  ApproxRadixTree tree;
+  tree.insert("hello there", t1);
+  tree.insert("hello world", t1);  // "hello " -> {"there", "world"}
+  REQUIRE(tree.stats().nodes == 4);
+  const std::size_t bytes_split = tree.stats().bytes;
+  // t1's least recent leaf is "there": evicting 5 characters removes it,
+  // and "hello " is left with "world" alone, held by the same tenant.
+  const kvroute::EvictResult r = tree.evict_tenant(t1, 11);
+  CHECK(r.claims == 1);
+  CHECK(r.units == 5);
+  CHECK(r.merges == 1);
+  CHECK(tree.stats().nodes == 2);  // the root and "hello world"
+  CHECK(tree.stats().bytes < bytes_split);
+  const auto d = tree.debug_node("hello world");
+  REQUIRE(d.has_value());
+  CHECK(d->fragment == "hello world");
+  CHECK(d->units == 11);
+  CHECK(tree.tenant_size(t1) == 11);
+  const MatchResult m = tree.match("hello world");
+  CHECK(m.tenant == t1);
+  CHECK(m.matched == 11);
+  CHECK(tree.match("hello there").matched == 6);
+  require_consistent(tree);
+}
+
+TEST_CASE("radix tree: a pair whose joined text is over 64 KB is not merged",
+          "[radix_tree][evict][merge]") {
+  // Merging copies both fragments under both nodes' locks; past 64 KB the
+  // node it would save is not worth that copy.
+  ApproxRadixTree tree;
+  const std::string head(40 << 10, 'h');
+  const std::string tail(40 << 10, 't');
+  tree.insert(head + "x", t1);
+  tree.insert(head + tail, t1);  // head -> {"x", tail}
+  const kvroute::EvictResult r = tree.evict_tenant(t1, head.size() + tail.size());
+  CHECK(r.claims == 1);  // "x"
+  CHECK(r.merges == 0);
+  CHECK(tree.stats().nodes == 3);
+  CHECK(tree.match(head + tail).matched == head.size() + tail.size());
+  require_consistent(tree);
+}
+
+TEST_CASE("radix tree: a node that loses a tenant merges with a child that has the rest",
+          "[radix_tree][evict][merge]") {
+  ApproxRadixTree tree;
+  tree.insert("abc", t1);
+  tree.insert("abcdef", t2);  // "abc" {t1, t2} -> "def" {t2}
+  REQUIRE(tree.stats().nodes == 3);
+  const kvroute::EvictResult r = tree.evict_tenant(t1, 0);
+  CHECK(r.claims == 1);
+  CHECK(r.merges == 1);
+  CHECK(tree.stats().nodes == 2);
+  const auto d = tree.debug_node("abcdef");
+  REQUIRE(d.has_value());
+  CHECK(d->fragment == "abcdef");
+  CHECK(d->tenants == std::vector<TenantId>{t2});
+  CHECK(tree.tenant_size(t2) == 6);
+  CHECK(tree.match("abcdef").tenant == t2);
+  CHECK(tree.match("abcdef").matched == 6);
+  require_consistent(tree);
+}
+
+TEST_CASE("radix tree: a merge keeps every tenant's claims below it linked to the merged node",
+          "[radix_tree][evict][merge]") {
+  // Unicode throughout, so that the joined fragment's character count is
+  // checked too.
+  ApproxRadixTree tree;
+  tree.insert("xyz-2", t1);  // t1's least recent entry
+  tree.insert("xyz-日本-a", t1);
+  tree.insert("xyz-日本-b😀", t1);
+  tree.insert("xyz-日本-a", t2);
+  // "xyz-" {t1, t2} -> {"2" {t1}, "日本-" {t1, t2} -> {"a" {t1, t2}, "b😀" {t1}}}
+  REQUIRE(tree.stats().nodes == 6);
+  const std::size_t t1_size = tree.tenant_size(t1);
+  const kvroute::EvictResult r = tree.evict_tenant(t1, t1_size - 1);  // "2" goes
+  CHECK(r.claims == 1);
+  CHECK(r.merges == 1);
+  CHECK(tree.stats().nodes == 4);  // root, "xyz-日本-", "a", "b😀"
+  const auto d = tree.debug_node("xyz-日本-");
+  REQUIRE(d.has_value());
+  CHECK(d->fragment == "xyz-日本-");
+  CHECK(d->units == 7);
+  CHECK(d->children == 2);
+  CHECK(tree.tenant_size(t1) == t1_size - 1);
+  CHECK(tree.tenant_size(t2) == 8);
+  require_consistent(tree);  // every claim's parent claim is on the parent node
+  CHECK(tree.match_for_tenant("xyz-日本-b😀", t1).matched == 9);
+  CHECK(tree.match_for_tenant("xyz-日本-a", t2).matched == 8);
+  // The rest of the LRU lists still work: empty the tree.
+  tree.evict(0);
+  CHECK(tree.stats().nodes == 1);
+  CHECK(tree.tenant_size(t1) == 0);
+  CHECK(tree.tenant_size(t2) == 0);
+  require_consistent(tree);
 }
 
 TEST_CASE("radix tree: remove_tenant removes it everywhere, the root included",

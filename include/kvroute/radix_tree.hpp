@@ -23,8 +23,15 @@
 //
 // Semantics (gateway spec section 3, with the flaws of section 9 fixed):
 //   * A compressed tree: each node holds a fragment; children are keyed by
-//     their fragment's first unit. Splits are permanent: nodes are never
-//     merged again after eviction or removal.
+//     their fragment's first unit. When an eviction, drop_older_than or
+//     remove_tenant leaves a node with one child that has exactly its
+//     tenants (the branch or the tenant that split them is gone), the two
+//     are merged back into one node (EvictResult::merges), so chains of
+//     single-child nodes do not pile up behind evicted branches (the
+//     gateway never merges). The merged node keeps the upper node's
+//     recencies, which are at least as recent as the lower one's. A pair
+//     whose joined text would exceed 64 KB stays split (the copy, made
+//     under both nodes' locks, would cost more than the node saves).
 //   * A tenant's size is the sum of the fragment lengths of every node it
 //     holds; the root's fragment is empty, so a tenant present only at the
 //     root has size 0. insert("") registers the tenant at the root and
@@ -112,10 +119,17 @@
 //   * A node is unlinked only while its parent's and its own locks are held
 //     exclusively, so no reader is inside it, none can reach it again, and no
 //     insert is upgrading its lock (that insert would hold the parent); it
-//     is freed right then.
-//   * Claims (tenant t holds node n) are removed only from the tail of t's
-//     LRU list, which is always a leaf for t, so the claims on the path above
-//     a claim an operation holds stay valid without holding their nodes.
+//     is retired right then. A merge also holds the merged child's children
+//     exclusively, and an insert that upgrades a node's lock compares its
+//     text again if another writer held the node meanwhile (a split
+//     shortens a fragment, a merge lengthens it).
+//   * Claims (tenant t holds node n) are removed from the tail of t's LRU
+//     list, which is always a leaf for t, or by a merge, which holds the
+//     nodes involved, the maintenance mutex of every tenant whose claims it
+//     removes (taken without waiting: the merge is skipped when one is
+//     busy) and their LRU mutexes while it relinks the claims below. So a
+//     walk up a path's claims under the tenant's LRU mutex (a stamp) meets
+//     live claims only, without holding their nodes.
 //
 // Guarantees under concurrency:
 //   * A match never uses a torn node: a snapshot is used only once its
@@ -325,12 +339,16 @@ struct EvictResult {
   std::size_t units = 0;    // units subtracted from tenant sizes
   std::size_t nodes = 0;    // nodes unlinked
   std::size_t visited = 0;  // LRU tails examined (retries included)
+  // Nodes merged into their parent: left as its only child with the same
+  // tenants, they were a chain link with no reason to stay split.
+  std::size_t merges = 0;
 
   EvictResult& operator+=(const EvictResult& o) noexcept {
     claims += o.claims;
     units += o.units;
     nodes += o.nodes;
     visited += o.visited;
+    merges += o.merges;
     return *this;
   }
 };
@@ -464,7 +482,8 @@ concept RadixDecider =
 // `match.previous_recency` its recency on the deepest matched node before
 // the insert (0 when it did not hold that node) and `match.recency` the
 // stamp the insert gave it. `inserted` is false when the rule declined (and
-// `insert` is then untouched).
+// `insert` is then untouched), true when the insert ran, whatever its
+// `insert.status` (ok, an invalid tenant, too long, out of memory).
 struct MatchInsertResult {
   MatchResult match;
   InsertResult insert;
@@ -551,10 +570,13 @@ class BasicApproxRadixTree {
       r.status = InsertStatus::kOutOfMemory;
       return r;
     }
-    const detail::EpochDomain::Section sec = domain_.enter();  // for what a split retires
+    detail::EpochDomain::Section sec = domain_.enter();  // for what a split retires
     if (insert_once(seq.data(), seq.size(), *ts, r) == Step::kOutOfMemory) {
       r.status = InsertStatus::kOutOfMemory;
     }
+    // Not across the reactive eviction, which may wait for another
+    // eviction of the tenant: an open section holds back every reclamation.
+    sec.leave();
     finish_insert(*ts);
     return r;
   }
@@ -614,7 +636,7 @@ class BasicApproxRadixTree {
     MatchResult& m = out.match;
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
-    const detail::EpochDomain::Section sec = domain_.enter();
+    detail::EpochDomain::Section sec = domain_.enter();
     const Descent d = descend_any<true>(sec, text, n);
     Node* const x = d.node;
     m.matched = d.matched;
@@ -638,11 +660,13 @@ class BasicApproxRadixTree {
                       {d.pos, m.input - d.matched}) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
       }
+      sec.leave();  // as in insert()
       finish_insert(*ts);
       m.recency = out.insert.recency;
       return out;
     }
     unlock_descent(d);
+    sec.leave();
     out.insert = insert(seq, t);
     m.recency = out.insert.recency;
     return out;
@@ -1598,7 +1622,11 @@ class BasicApproxRadixTree {
         if (ci == kNil) break;
         Node* c = node(ci);
         const std::uint32_t vc = c->lock.read_begin();
-        if (!detail::RwLock::readable(vc)) {
+        // c was x's child when vc was read only if x is still unchanged:
+        // unlinking c (an eviction, a merge) holds x exclusively. Without
+        // this check a descent could go on into a node just taken out of
+        // the tree, whose version no longer moves.
+        if (!detail::RwLock::readable(vc) || !x->lock.validate(vx)) {
           retry = true;
           break;
         }
@@ -1951,13 +1979,15 @@ class BasicApproxRadixTree {
             if (pre != nullptr) std::memcpy(pre, text + after, (n - after) * sizeof(Symbol));
             pre_at = after;
           }
+          const std::uint32_t seen = x->lock.read_begin();  // no writer: we hold it
           x->lock.unlock_shared();
           x->lock.lock();
           excl = true;
-          // Another insert may have split x meanwhile: x then keeps a
-          // prefix of its fragment (its common part with the text is the
-          // shorter of the two), and fresh copies of its claims.
-          k = std::min<std::size_t>(k, x->len);
+          // Another writer may have held x meanwhile: an insert that split
+          // it (x then keeps a prefix of its fragment, and fresh copies of
+          // its claims) or an eviction that merged its only child into it
+          // (x's fragment then goes on past where it ended): compare again.
+          if (!x->lock.same_version(seen)) k = common_units(*x, text + pos, n - pos);
           const std::uint32_t now = x->find_claim(t);
           if (now != kNil) {
             xc = now;  // the upper copy, or another insert of t added it
@@ -2174,14 +2204,119 @@ class BasicApproxRadixTree {
         remove_child(*parent, *nd, ndi);
         ++r.nodes;
       }
+      // The node that lost a child or a tenant may now be a link of a chain
+      // (one child, the same tenants): merge the two back into one node.
+      Node* kept = unlink ? (pi == kRoot ? nullptr : parent) : nd;
+      if (kept != nullptr && merge_only_child(*kept, ts)) ++r.merges;
       nd->lock.unlock();
       parent->lock.unlock();
       if (unlink) free_node(ndi);
       ++r.claims;
       r.units += units;
+      failures = 0;  // the cap is on retries in a row, not over a long eviction
     }
     removed_units_.fetch_add(r.units, std::memory_order_relaxed);
     return r;
+  }
+
+  // Merges m's only child c into m when c has exactly m's tenants: m takes
+  // c's text (appended to its own), children and descendants, and keeps its
+  // own claims, which are at least as recent as c's; c's claims leave the
+  // LRU lists and the claims below c take m's as their parent claims. So a
+  // split whose reason has been evicted (a branch, or a text that ended
+  // there) does not outlive it: no chains of single-child nodes, no extra
+  // level in later descents, and no node and claims kept for nothing.
+  // Requires m (not the root) locked exclusively and `held`'s maint_mu.
+  // Takes c's lock (top-down, as every path does) and, without waiting,
+  // the maint_mu of c's other tenants, since their claims on c go away
+  // here while their own maintenance may hold one of them as its next
+  // LRU tail; when one is busy, or memory for the joined text is short,
+  // nothing changes and the pair stays as it is (a chain is only a cost).
+  // Cost: one copy of the two fragments (at most kMaxMergeBytes: a longer
+  // pair stays a chain, whose extra node is small beside its text), and a
+  // look at each child of c for each tenant. Returns whether it merged.
+  static constexpr std::size_t kMaxMergeBytes = std::size_t{64} << 10;
+  bool merge_only_child(Node& m, const TenantState& held) noexcept {
+    if (m.nchild != 1) return false;
+    const std::uint32_t ci = m.kids()[0];
+    Node* c = node(ci);
+    c->lock.lock();
+    const std::uint32_t nt = c->ntenant;
+    const bool same = nt == m.ntenant &&
+                      std::equal(c->tenant_ids(), c->tenant_ids() + nt, m.tenant_ids()) &&
+                      (std::size_t{m.len} + c->len) * sizeof(Symbol) <= kMaxMergeBytes;
+    if (!same) {
+      c->lock.unlock();
+      return false;
+    }
+    // c's children too: an insert that holds a child alone (its parent let
+    // go once the child is held exclusively with its claim) may be splitting
+    // it, which copies claims whose parent claims are c's.
+    for (std::uint32_t k = 0; k < c->nchild; ++k) node(c->kids()[k])->lock.lock();
+    const auto unlock_children = [&]() noexcept {
+      for (std::uint32_t k = 0; k < c->nchild; ++k) node(c->kids()[k])->lock.unlock();
+    };
+    const std::uint32_t* ids = c->tenant_ids();
+    const auto others = [&](std::uint32_t upto, auto&& f) {
+      for (std::uint32_t i = 0; i < upto; ++i) {
+        if (ids[i] != held.id && !f(*find_state(ids[i]))) return i;
+      }
+      return upto;
+    };
+    const std::uint32_t got = others(nt, [](TenantState& u) { return u.maint_mu.try_lock(); });
+    const std::size_t len = std::size_t{m.len} + c->len;
+    Symbol* f = got == nt ? alloc_frag(len) : nullptr;
+    if (f == nullptr) {
+      others(got, [](TenantState& u) {
+        u.maint_mu.unlock();
+        return true;
+      });
+      unlock_children();
+      c->lock.unlock();
+      return false;
+    }
+    std::memcpy(f, m.frag, m.len * sizeof(Symbol));
+    std::memcpy(f + m.len, c->frag, c->len * sizeof(Symbol));
+    for (std::uint32_t i = 0; i < nt; ++i) {
+      TenantState* u = find_state(ids[i]);
+      const std::uint32_t mc = m.claims()[i];
+      const std::uint32_t cc = c->claims()[i];
+      {
+        std::lock_guard<detail::SpinMutex> g(u->lru_mu);
+        for (std::uint32_t k = 0; k < c->nchild; ++k) {
+          const std::uint32_t below = node(c->kids()[k])->find_claim(ids[i]);
+          if (below != kNil) claim(below)->up = mc;
+        }
+        list_unlink(*u, cc);
+        u->listed.fetch_sub(1, std::memory_order_relaxed);
+      }
+      free_claim(cc);
+    }
+    unlock_children();
+    retire_child_block(m);  // it held c only
+    m.children = c->children;
+    m.nchild = c->nchild;
+    m.child_cap_code = c->child_cap_code;
+    c->children.block = nullptr;
+    c->nchild = 0;
+    c->child_cap_code = 0;
+    retire_frag(m.frag, m.len, m.frag_kind);
+    m.frag = f;
+    m.frag_kind = frag_kind_for(len);
+    m.len = static_cast<std::uint32_t>(len);
+    m.count += c->count;
+    c->ntenant = 0;  // its claims are gone; free_node retires its block
+    // The text stays in the tree (now in m): free_node must not count it out.
+    counts_.add(kUnits, c->count);
+    counts_.add(kSymbols, c->len);
+    // While c's tenant array is still there (free_node retires its block).
+    others(nt, [](TenantState& u) {
+      u.maint_mu.unlock();
+      return true;
+    });
+    c->lock.unlock();
+    free_node(ci);
+    return true;
   }
 
   // --- debug ------------------------------------------------------------------

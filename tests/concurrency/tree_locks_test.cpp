@@ -131,6 +131,42 @@ TEST_CASE("tree locks: RwLock waiters that outlast the spin sleep and the unlock
   CHECK(writer_in.load());
 }
 
+TEST_CASE("tree locks: a reader that found every reader slot taken wakes when one frees up",
+          "[locks]") {
+  // 1023 shared holds fill the reader count (the root of a busy tree can
+  // have that many); the next reader sleeps until one of them leaves, with
+  // no writer anywhere to wake it.
+  kvroute::detail::RwLock lock;
+  constexpr int kSlots = 1023;
+  for (int i = 0; i < kSlots; ++i) lock.lock_shared();
+  std::atomic<bool> reader_in{false};
+  std::thread reader([&] {
+    lock.lock_shared();
+    reader_in = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past its spin
+  CHECK_FALSE(reader_in.load());
+  lock.unlock_shared();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!reader_in.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(reader_in.load());
+  if (!reader_in.load()) {
+    // Release everything and wake it with a writer, so the test ends.
+    for (int i = 1; i < kSlots; ++i) lock.unlock_shared();
+    lock.lock();
+    lock.unlock();
+    reader.join();
+    lock.unlock_shared();
+    return;
+  }
+  reader.join();
+  for (int i = 0; i < kSlots; ++i) lock.unlock_shared();  // 1022 of ours and the reader's
+  lock.lock();                                            // free again
+  lock.unlock();
+}
+
 TEST_CASE("tree locks: RwLock's version moves on with every exclusive hold, not with readers",
           "[locks]") {
   kvroute::detail::RwLock l;

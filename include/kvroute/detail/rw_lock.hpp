@@ -82,9 +82,7 @@ class RwLock {
   void unlock_shared() noexcept {
     const std::uint32_t prev = state_.fetch_sub(1, std::memory_order_release);
     KVROUTE_ASSERT((prev & kReaderMask) != 0, "RwLock: unlock_shared without a reader");
-    if (KVROUTE_UNLIKELY((prev & kReaderMask) == 1 && (prev & kWriterWaiting) != 0)) {
-      state_.notify_all();
-    }
+    if (KVROUTE_UNLIKELY((prev & (kWriterWaiting | kReaderWaiting)) != 0)) wake_after_shared(prev);
   }
 
   void lock() noexcept {
@@ -165,6 +163,17 @@ class RwLock {
   // s with the version moved on by one (wrapping inside its bits).
   static std::uint32_t bumped(std::uint32_t s) noexcept {
     return (s & ~kVersionMask) | ((s + kVersionOne) & kVersionMask);
+  }
+
+  // After a reader left (prev: the word before it did): wake a waiting
+  // writer when it was the last reader, and readers that found every
+  // reader slot taken (kReaderMask holders) now that one is free.
+  KVROUTE_NOINLINE void wake_after_shared(std::uint32_t prev) noexcept {
+    const std::uint32_t readers = prev & kReaderMask;
+    if ((readers == 1 && (prev & kWriterWaiting) != 0) ||
+        (readers == kReaderMask && (prev & kReaderWaiting) != 0)) {
+      state_.notify_all();
+    }
   }
 
   KVROUTE_NOINLINE void lock_shared_slow() noexcept {
