@@ -153,6 +153,12 @@
 //   * remove_tenant(t) running alongside insert(..., t) ends with t either
 //     present (the insert came last) or absent; it waits for the in-flight
 //     inserts of t it meets, so a never-ending stream of them delays it.
+//   * One limit: a node's version counts exclusive holds modulo 2^19. A
+//     match descheduled in the middle of its descent while one node it
+//     read is held exclusively exactly a multiple of 2^19 times could take
+//     that node's stale snapshot for current: that one result could be
+//     wrong (its length or tenant), never memory (what it reads stays
+//     allocated until it leaves).
 //
 // Complexity (L = sequence length, d = depth of the path, T = tenants at a
 // node, C = children at a node; all small in practice):
