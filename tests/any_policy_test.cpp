@@ -49,6 +49,24 @@ TEST_CASE("any_policy: configuration reaches the policy", "[any_policy]") {
   }
 }
 
+TEST_CASE("any_policy: cache_aware's flags reach its options", "[any_policy]") {
+  std::vector<std::string_view> args = {"--policy=cache_aware",      "--max-tree-size=4096",
+                                        "--eviction-interval=45",    "--cache-threshold=0.6",
+                                        "--balance-rel-threshold=2", "--balance-abs-threshold=40"};
+  auto cfg = kvroute::ParsePolicyFlags(args);
+  REQUIRE(cfg.ok());
+  auto p = MakePolicy(*cfg);
+  REQUIRE(p.ok());
+  const kvroute::CacheAware* ca = p->get<kvroute::CacheAware>();
+  REQUIRE(ca != nullptr);
+  const kvroute::CacheAware::Options& o = ca->options();
+  CHECK(o.cache_threshold == 0.6);
+  CHECK(o.balance_abs_threshold == 40u);
+  CHECK(o.balance_rel_threshold == 2.0);
+  CHECK(o.eviction_interval == std::chrono::seconds(45));
+  CHECK(o.max_tree_size == 4096u);
+}
+
 TEST_CASE("any_policy: invalid configuration is an error", "[any_policy]") {
   kvroute::PolicyConfig cfg;
   cfg.policy = PolicyKind::kRoundRobin;

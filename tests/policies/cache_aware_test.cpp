@@ -113,8 +113,14 @@ TEST_CASE("cache_aware 6.2.4: a single worker is always chosen", "[cache_aware]"
   for (std::string_view t : {"a", "b", "", "a longer text"}) CHECK(c.pick(ca, {.text = t}) == 0);
 }
 
+// 6.2.5 (mesh sync between router replicas) has no counterpart: kvroute
+// has no networking inside.
+//
 // 6.2.6-8: models. The gateway keys trees by the first healthy worker's
-// model; kvroute keys them by the request's model.
+// model; kvroute keys them by the request's model. Adapted: the gateway
+// folds "" and "unknown" into one tree (a name its workers get when they
+// report none); here "" is "no model" and "unknown" a model name like any
+// other, so each has its own tree (README, "Differences").
 TEST_CASE("cache_aware 6.2.6-8: one tree per request model", "[cache_aware]") {
   Cluster c(0);
   c.add("");         // serves any model
@@ -359,6 +365,13 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
   // ...while C (more recent) and B's new turn (just sent) stay.
   CHECK(tree->match_for_tenant(recent, w.value).matched == recent.size());
   CHECK(tree->match_for_tenant(b2, w.value).matched == b2.size());
+  // Only the prefix A shares with the kept texts is still claimed...
+  CHECK(tree->match_for_tenant(old_a, w.value).matched <= 16);
+  // ...so through a selection A's next turn is a miss, C's a hit on w.
+  CHECK(c.select(ca, {.text = old_a + " and more"}).branch == Branch::kCacheMiss);
+  auto next_c = c.select(ca, {.text = recent + " and more"});
+  CHECK(next_c.branch == Branch::kCacheHit);
+  CHECK(c.index_of(next_c) == 0);
 }
 
 TEST_CASE("cache_aware: feedback with the default recency steps drops the older steps",
