@@ -1,0 +1,84 @@
+# Checks kvroute_tree_replay's interface and its routing rule on small
+# inputs, and that kvroute_workload's output depends only on its seed, so
+# that CI holds the tools benchmarks/README.md's figures come from to what
+# that README says.
+# Usage: cmake -DREPLAY=... -DWORKLOAD=... -DWORK_DIR=... -P replay_check.cmake
+
+function(run_replay out_var)
+  execute_process(COMMAND "${REPLAY}" ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kvroute_tree_replay ${ARGN}: exit ${rc}: ${err}")
+  endif()
+  foreach(field requests chars seconds chars_per_second affinity_routes matched_chars
+                tree_nodes tree_bytes rss_bytes memcmp_seconds evicted_chars)
+    string(JSON value ERROR_VARIABLE json_err GET "${out}" ${field})
+    if(json_err)
+      message(FATAL_ERROR "kvroute_tree_replay ${ARGN}: no \"${field}\" in ${out}")
+    endif()
+  endforeach()
+  set(${out_var} "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect json field want)
+  string(JSON got GET "${json}" ${field})
+  if(NOT got EQUAL want)
+    message(FATAL_ERROR "${field}: expected ${want}, got ${got} in ${json}")
+  endif()
+endfunction()
+
+function(expect_exit want)
+  execute_process(COMMAND "${REPLAY}" ${ARGN} OUTPUT_QUIET ERROR_QUIET RESULT_VARIABLE rc)
+  if(NOT rc EQUAL want)
+    message(FATAL_ERROR "kvroute_tree_replay ${ARGN}: expected exit ${want}, got ${rc}")
+  endif()
+endfunction()
+
+# The rule, by hand: line 0 matches nothing (tenant 0 mod N); line 1 is
+# line 0 again (rate 1 > 0.3: an affinity route); line 2 shares 1 of 4
+# characters with the tree (0.25: not one), line 3 all of line 2.
+set(small "${WORK_DIR}/replay_check_small.txt")
+file(WRITE "${small}" "abcd\nabcd\nazzz\nazzz\n")
+run_replay(out "${small}" --workers 3)
+expect("${out}" requests 4)
+expect("${out}" chars 16)
+expect("${out}" affinity_routes 2)
+expect("${out}" matched_chars 9)  # 0 + 4 + 1 + 4
+expect("${out}" tree_nodes 4)     # the root, "a", "bcd", "zzz"
+# Two threads share the tree: the same totals for requests and characters.
+run_replay(out "${small}" --workers 3 --threads 2)
+expect("${out}" requests 4)
+expect("${out}" chars 16)
+
+# A generated chat file: the same bytes for the same seed, and every
+# option of the interface accepted.
+set(chat "${WORK_DIR}/replay_check_chat.txt")
+execute_process(COMMAND "${WORKLOAD}" chat -n 300 --seed 1 OUTPUT_FILE "${chat}" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "kvroute_workload chat: exit ${rc}")
+endif()
+execute_process(COMMAND "${WORKLOAD}" chat -n 300 --seed 1 OUTPUT_VARIABLE again)
+file(READ "${chat}" first)
+if(NOT first STREQUAL again)
+  message(FATAL_ERROR "kvroute_workload chat -n 300 --seed 1 gave two different files")
+endif()
+run_replay(out "${chat}")
+expect("${out}" requests 300)
+string(JSON affinity GET "${out}" affinity_routes)
+if(affinity LESS 200)  # 48 conversations: most requests are a later turn
+  message(FATAL_ERROR "chat: only ${affinity} affinity routes of 300")
+endif()
+run_replay(out "${chat}" --workers 4 --evict-every 50 --max-size 20000 --threads 2)
+expect("${out}" requests 300)
+string(JSON evicted GET "${out}" evicted_chars)
+if(evicted EQUAL 0)
+  message(FATAL_ERROR "eviction to 20000 characters every 50 requests evicted nothing")
+endif()
+
+# Bad arguments: status 2; an unreadable file: status 1.
+expect_exit(2)
+expect_exit(2 "${small}" --workers 0)
+expect_exit(2 "${small}" --evict-every 10)
+expect_exit(2 "${small}" --threads x)
+expect_exit(1 "${WORK_DIR}/replay_check_missing.txt")
+message(STATUS "kvroute_tree_replay and kvroute_workload keep their interface")
