@@ -1039,8 +1039,17 @@ TEMPLATE_TEST_CASE("radix tree: a node keeps its first children inline, more in 
     CHECK(tree.match(branches[k]).matched == (k % 2 == 0 ? 6u : 4u));
   }
   require_consistent(tree);
-  tree.evict(4);
-  CHECK(tree.debug_node(std::span<const TestType>(trunk))->children == 0);
+  // Down to the trunk and one branch: the last branch, held by the trunk's
+  // only tenant, is merged into the trunk's node (from a block of children
+  // back to none).
+  const kvroute::EvictResult r = tree.evict(6);
+  CHECK(r.claims == 2);
+  CHECK(r.merges == 1);
+  const auto trunk_node = tree.debug_node(std::span<const TestType>(trunk));
+  REQUIRE(trunk_node.has_value());
+  CHECK(trunk_node->children == 0);
+  CHECK(trunk_node->units == 6);
+  CHECK(tree.tenant_size(t1) == 6);
   require_consistent(tree);
 }
 
