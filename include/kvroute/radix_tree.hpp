@@ -31,9 +31,9 @@
 //     gateway never merges). The merged node keeps the upper node's
 //     recencies, which are at least as recent as the lower one's, and is
 //     evicted as one (an eviction may then go below its budget by the
-//     upper part). A pair
-//     whose joined text would exceed 64 KB stays split (the copy, made
-//     under both nodes' locks, would cost more than the node saves).
+//     upper part). A pair whose joined text would exceed 64 KB stays split
+//     (the copy, made under both nodes' locks, would cost more than the
+//     node saves).
 //   * A tenant's size is the sum of the fragment lengths of every node it
 //     holds; the root's fragment is empty, so a tenant present only at the
 //     root has size 0. insert("") registers the tenant at the root and
