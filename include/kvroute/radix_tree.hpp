@@ -2250,9 +2250,10 @@ class BasicApproxRadixTree {
     Node* c = node(ci);
     c->lock.lock();
     const std::uint32_t nt = c->ntenant;
+    const std::size_t len = std::size_t{m.len} + c->len;
     const bool same = nt == m.ntenant &&
                       std::equal(c->tenant_ids(), c->tenant_ids() + nt, m.tenant_ids()) &&
-                      (std::size_t{m.len} + c->len) * sizeof(Symbol) <= kMaxMergeBytes;
+                      len * sizeof(Symbol) <= kMaxMergeBytes;
     if (!same) {
       c->lock.unlock();
       return false;
@@ -2271,14 +2272,16 @@ class BasicApproxRadixTree {
       }
       return upto;
     };
-    const std::uint32_t got = others(nt, [](TenantState& u) { return u.maint_mu.try_lock(); });
-    const std::size_t len = std::size_t{m.len} + c->len;
-    Symbol* f = got == nt ? alloc_frag(len) : nullptr;
-    if (f == nullptr) {
-      others(got, [](TenantState& u) {
+    const auto unlock_others = [&](std::uint32_t upto) {
+      others(upto, [](TenantState& u) {
         u.maint_mu.unlock();
         return true;
       });
+    };
+    const std::uint32_t got = others(nt, [](TenantState& u) { return u.maint_mu.try_lock(); });
+    Symbol* f = got == nt ? alloc_frag(len) : nullptr;
+    if (f == nullptr) {
+      unlock_others(got);
       unlock_children();
       c->lock.unlock();
       return false;
@@ -2317,11 +2320,7 @@ class BasicApproxRadixTree {
     // The text stays in the tree (now in m): free_node must not count it out.
     counts_.add(kUnits, c->count);
     counts_.add(kSymbols, c->len);
-    // While c's tenant array is still there (free_node retires its block).
-    others(nt, [](TenantState& u) {
-      u.maint_mu.unlock();
-      return true;
-    });
+    unlock_others(nt);  // while c's tenant array is still there (free_node retires it)
     c->lock.unlock();
     free_node(ci);
     return true;
