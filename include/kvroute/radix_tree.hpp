@@ -1484,13 +1484,18 @@ class BasicApproxRadixTree {
     // above it are in the list's front run (nothing is newer than e), so
     // only the claims below it are stamped, and they go right behind it.
     // (At shift 0 every stamp is new: no claim holds e.)
+    // The same walk starts loading the list neighbours of the claims to be
+    // moved: unlinking touches them, and they lie anywhere in the slab, so
+    // the moves below would otherwise wait for each of them in turn.
     std::uint32_t anchor = kNil;
-    for (std::uint32_t p = recency_shift_ == 0 ? kNil : ci; p != kNil;) {
+    for (std::uint32_t p = ci; p != kNil;) {
       const Claim* c = claim(p);
-      if (c->recency.load(std::memory_order_relaxed) >= e) {
+      if (recency_shift_ != 0 && c->recency.load(std::memory_order_relaxed) >= e) {
         anchor = p;
         break;
       }
+      if (c->prev != kNil) prefetch_claim(c->prev);
+      if (c->next != kNil) prefetch_claim(c->next);
       p = c->up;
     }
     const bool to_front = anchor == kNil || claim(anchor)->up == kNil;
