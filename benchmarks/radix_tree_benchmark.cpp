@@ -11,6 +11,10 @@
 //     gateway's prefix_match_latency shape: short fragments, many nodes.
 //   * random: random ASCII strings of a fixed length (the gateway's
 //     insert_throughput/random_text).
+//   * the project's three shapes, from workloads/generators.hpp (the files
+//     kvroute_workload writes, seed 1): chat, batch and branchy, replayed
+//     by BM_ShapeReplay with kvroute_tree_replay's routing rule, next to
+//     BM_ShapeMemcmp (memcmp over the same requests).
 //
 // Reported: time per operation, bytes/s over the request bytes, and
 // counters: bytes_per_unit (stats().bytes / stats().units: tree bytes per
@@ -366,6 +370,79 @@ void BM_MatchAndInsertChatGrow(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
 }
 BENCHMARK(BM_MatchAndInsertChatGrow)->Args({512, 4, 0})->Args({512, 4, 1});
+
+// --- the generators' three shapes --------------------------------------------
+
+// kvroute_workload's files (workloads/generators.hpp, seed 1): chat (2,000
+// requests), batch (4,000) and branchy (20,000), 9-14 MB each. range(0):
+// 0 = chat, 1 = batch, 2 = branchy.
+const std::vector<std::string>& shape_requests(std::int64_t shape) {
+  static const std::vector<std::string> chat = kvbench::make_workload("chat", 2000);
+  static const std::vector<std::string> batch = kvbench::make_workload("batch", 4000);
+  static const std::vector<std::string> branchy = kvbench::make_workload("branchy", 20000);
+  return shape == 0 ? chat : shape == 1 ? batch : branchy;
+}
+const char* shape_name(std::int64_t shape) {
+  return shape == 0 ? "chat" : shape == 1 ? "batch" : "branchy";
+}
+
+// One request per iteration, routed as kvroute_tree_replay routes: the
+// matched tenant when more than 30% of the request matched, else the
+// request's number mod 8, inserted by the same descent (match_and_insert).
+// The tree starts over (untimed) after the last request. Compare with
+// BM_ShapeMemcmp on the same shape: the replay's memcmp reference.
+void BM_ShapeReplay(benchmark::State& state) {
+  const auto& requests = shape_requests(state.range(0));
+  auto tree = std::make_unique<ApproxRadixTree>();
+  std::size_t i = 0, bytes = 0, affinity = 0, inserted = 0;
+  for (auto _ : state) {
+    const TenantId fallback = static_cast<TenantId>(i % kTenants);
+    bool took_match = false;
+    const auto r = tree->match_and_insert(requests[i], [&](const kvroute::RadixCandidates& c,
+                                                           const kvroute::MatchResult& m) noexcept {
+      took_match = !c.empty() && m.match_rate() > 0.3f;
+      return took_match ? kvroute::MostRecentlyUsed{}(c) : fallback;
+    });
+    affinity += took_match ? 1 : 0;
+    inserted += r.insert.ok() ? 1 : 0;
+    bytes += requests[i].size();
+    if (++i == requests.size()) {
+      state.PauseTiming();
+      report_tree(state, *tree);
+      tree = std::make_unique<ApproxRadixTree>();
+      i = 0;
+      state.ResumeTiming();
+    }
+  }
+  const auto done = static_cast<std::size_t>(state.iterations());
+  if (inserted != done) state.SkipWithError("insert failed");
+  // Over a whole file, chat and branchy route most requests by affinity
+  // (about 99.7% and 99.96% of them); batch shares nothing.
+  if (state.range(0) != 1 && done >= requests.size() && affinity * 2 < done)
+    state.SkipWithError("too few affinity routes");
+  if (done < requests.size()) report_tree(state, *tree);
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["affinity"] =
+      static_cast<double>(affinity) / static_cast<double>(state.iterations());
+  state.SetLabel(shape_name(state.range(0)));
+}
+BENCHMARK(BM_ShapeReplay)->DenseRange(0, 2);
+
+void BM_ShapeMemcmp(benchmark::State& state) {
+  const auto& requests = shape_requests(state.range(0));
+  static const std::vector<std::string> copies[3] = {shape_requests(0), shape_requests(1),
+                                                     shape_requests(2)};
+  const auto& same = copies[state.range(0)];
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(std::memcmp(requests[i].data(), same[i].data(), requests[i].size()));
+    bytes += requests[i].size();
+    if (++i == requests.size()) i = 0;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.SetLabel(shape_name(state.range(0)));
+}
+BENCHMARK(BM_ShapeMemcmp)->DenseRange(0, 2);
 
 void BM_InsertRandom(benchmark::State& state) {
   const Workload w = make_random(1000, static_cast<std::size_t>(state.range(0)));
