@@ -11,7 +11,7 @@
 //     gateway's prefix_match_latency shape: short fragments, many nodes.
 //   * random: random ASCII strings of a fixed length (the gateway's
 //     insert_throughput/random_text).
-//   * the project's three shapes, from workloads/generators.hpp (the files
+//   * the project's three shapes, from workloads/generators.hpp (what
 //     kvroute_workload writes, seed 1): chat, batch and branchy, replayed
 //     by BM_ShapeReplay with kvroute_tree_replay's routing rule, next to
 //     BM_ShapeMemcmp (memcmp over the same requests).
@@ -373,9 +373,10 @@ BENCHMARK(BM_MatchAndInsertChatGrow)->Args({512, 4, 0})->Args({512, 4, 1});
 
 // --- the generators' three shapes --------------------------------------------
 
-// kvroute_workload's files (workloads/generators.hpp, seed 1): chat (2,000
-// requests), batch (4,000) and branchy (20,000), 9-14 MB each. range(0):
-// 0 = chat, 1 = batch, 2 = branchy.
+// The generators' requests (workloads/generators.hpp, seed 1; the files of
+// kvroute_workload hold the same text, with any line break made a space):
+// chat (2,000 requests), batch (4,000) and branchy (20,000), 9-14 MB each.
+// range(0): 0 = chat, 1 = batch, 2 = branchy.
 const std::vector<std::string>& shape_requests(std::int64_t shape) {
   static const std::vector<std::string> chat = kvbench::make_workload("chat", 2000);
   static const std::vector<std::string> batch = kvbench::make_workload("batch", 4000);

@@ -5,6 +5,8 @@
 //
 //   kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] [--threads T]
 //
+// and options of its own, below (the usage message lists them all).
+//
 // FILE holds one request text per line (kvroute_workload writes such files).
 // For line i (0-based): match it; if the match rate is above 0.3 take the
 // matched tenant (an "affinity route"), else tenant i mod N; insert the line
@@ -71,9 +73,10 @@
 // and a conversation's turn k+1 can then reach the tree before the turn k
 // it extends, which a router never sees (turn k+1 is sent after turn k's
 // reply). It then misses the match, goes to another tenant, and the
-// splits it causes leave buffers behind. --window W keeps the threads
-// within W lines of each other (waiting, spinning and then yielding, counts
-// in the wall time): with W = 8 two threads on chat 100k route like one
+// splits it causes leave buffers behind. --window W (output field
+// `window`) keeps the threads within W lines of each other (waiting,
+// spinning and then yielding, counts in the wall time): with W = 8 two
+// threads on chat 100k route like one
 // (affinity_routes 99,985 of 100,000 against 99,526 free; 1.11 bytes per
 // character against 1.26-1.36), at no gain in speed (benchmarks/README.md).
 //
@@ -89,7 +92,7 @@
 // the first replay of a process; it gives both.
 //
 // Defaults: --workers 8, no eviction, --threads 1, --window 0 (free),
-// --scaling 0 (none). Errors (bad arguments, an
+// no --scaling rounds. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
 // or 1 (I/O).
 #include <algorithm>

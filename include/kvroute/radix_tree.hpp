@@ -1483,14 +1483,16 @@ class BasicApproxRadixTree {
     // The first claim up the path that already holds e: it and every claim
     // above it are in the list's front run (nothing is newer than e), so
     // only the claims below it are stamped, and they go right behind it.
-    // (At shift 0 every stamp is new: no claim holds e.)
-    // The same walk starts loading the list neighbours of the claims to be
-    // moved: unlinking touches them, and they lie anywhere in the slab, so
-    // the moves below would otherwise wait for each of them in turn.
+    // (At shift 0 every stamp is new: no claim holds e, and there is no
+    // walk.) The walk also starts loading the list neighbours of the claims
+    // below the anchor, which the moves below may unlink: they lie anywhere
+    // in the slab, and the moves would otherwise wait for each in turn
+    // (benchmarks/README.md, "A stamp's list neighbours loaded ahead"; at
+    // shift 0 a walk for the prefetches alone measured no faster).
     std::uint32_t anchor = kNil;
-    for (std::uint32_t p = ci; p != kNil;) {
+    for (std::uint32_t p = recency_shift_ == 0 ? kNil : ci; p != kNil;) {
       const Claim* c = claim(p);
-      if (recency_shift_ != 0 && c->recency.load(std::memory_order_relaxed) >= e) {
+      if (c->recency.load(std::memory_order_relaxed) >= e) {
         anchor = p;
         break;
       }
