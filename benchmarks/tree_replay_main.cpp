@@ -399,17 +399,21 @@ int main(int argc, char** argv) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &cfg.workers
                             : a == "--evict-every" ? &cfg.evict_every
-                            : a == "--max-size"    ? &cfg.max_size
                             : a == "--threads"     ? &threads
                             : a == "--scaling"     ? &scaling_rounds
                                                    : nullptr;
-    if (target != nullptr) {
+    if (a == "--max-size") {  // 0 is a budget too: evict everything
+      if (i + 1 >= argc || !parse_count(argv[i + 1], cfg.max_size)) {
+        return usage("--max-size needs a non-negative integer");
+      }
+      have_max = true;
+      ++i;
+    } else if (target != nullptr) {
       if (i + 1 >= argc) return usage(std::string(a) + " needs a value");
       if (!parse_positive(argv[i + 1], *target)) {
         return usage(std::string(a) + " needs a positive integer, got '" + argv[i + 1] + "'");
       }
       if (a == "--evict-every") have_every = true;
-      if (a == "--max-size") have_max = true;
       ++i;
     } else if (a == "--window") {
       if (i + 1 >= argc || !parse_count(argv[i + 1], cfg.window)) {

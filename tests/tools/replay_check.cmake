@@ -50,6 +50,41 @@ run_replay(out "${small}" --workers 3 --threads 2)
 expect("${out}" requests 4)
 expect("${out}" chars 16)
 
+# "above 0.3" is strict: line 1 shares "abc", 3 of its 10 characters, with
+# line 0 (0.3: not an affinity route); line 2 shares "abcd" (0.4: one).
+set(strict "${WORK_DIR}/replay_check_strict.txt")
+file(WRITE "${strict}" "abcdefghij\nabcxxxxxxx\nabcdyyyyyy\n")
+run_replay(out "${strict}" --workers 1)
+expect("${out}" affinity_routes 1)
+expect("${out}" matched_chars 7)  # 0 + 3 + 4
+
+# Lines that share nothing go to tenant (line number mod N), and every K-th
+# line each tenant is evicted to M characters: four lines of 10 characters
+# with different first characters.
+set(apart "${WORK_DIR}/replay_check_apart.txt")
+file(WRITE "${apart}" "0123456789\nABCDEFGHIJ\nklmnopqrst\nKLMNOPQRST\n")
+# 4 workers: one line each, 10 characters, within the budget of 10.
+run_replay(out "${apart}" --workers 4 --evict-every 4 --max-size 10)
+expect("${out}" evicted_chars 0)
+expect("${out}" tree_chars 40)
+# 2 workers: lines 0 and 2 on tenant 0, 1 and 3 on tenant 1, 20 characters
+# each; the eviction after line 3 takes each down to 10 (its older line).
+run_replay(out "${apart}" --workers 2 --evict-every 4 --max-size 10)
+expect("${out}" evicted_chars 20)
+expect("${out}" tree_chars 20)
+# Eviction after lines K-1, 2K-1, ... only: with K = 2 and the first three
+# lines, after line 1 (both lines so far go: 20 > 5, then 10 > 5) and not
+# after line 2, which stays.
+set(three "${WORK_DIR}/replay_check_three.txt")
+file(WRITE "${three}" "0123456789\nABCDEFGHIJ\nklmnopqrst\n")
+run_replay(out "${three}" --workers 1 --evict-every 2 --max-size 5)
+expect("${out}" evicted_chars 20)
+expect("${out}" tree_chars 10)
+# A budget of 0 evicts everything at every K-th line.
+run_replay(out "${apart}" --workers 1 --evict-every 1 --max-size 0)
+expect("${out}" evicted_chars 40)
+expect("${out}" tree_chars 0)
+
 # A generated chat file: the same bytes for the same seed, and every
 # option of the interface accepted.
 set(chat "${WORK_DIR}/replay_check_chat.txt")
