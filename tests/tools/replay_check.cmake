@@ -59,31 +59,29 @@ expect("${out}" affinity_routes 1)
 expect("${out}" matched_chars 7)  # 0 + 3 + 4
 
 # Lines that share nothing go to tenant (line number mod N), and every K-th
-# line each tenant is evicted to M characters: four lines of 10 characters
-# with different first characters.
+# line each tenant is evicted to M characters: files of 10-character lines
+# with different first characters. The replay must end with `evicted`
+# characters evicted and `kept` stored.
+function(expect_eviction file workers every budget evicted kept)
+  run_replay(out "${file}" --workers ${workers} --evict-every ${every} --max-size ${budget})
+  expect("${out}" evicted_chars ${evicted})
+  expect("${out}" tree_chars ${kept})
+endfunction()
 set(apart "${WORK_DIR}/replay_check_apart.txt")
 file(WRITE "${apart}" "0123456789\nABCDEFGHIJ\nklmnopqrst\nKLMNOPQRST\n")
 # 4 workers: one line each, 10 characters, within the budget of 10.
-run_replay(out "${apart}" --workers 4 --evict-every 4 --max-size 10)
-expect("${out}" evicted_chars 0)
-expect("${out}" tree_chars 40)
+expect_eviction("${apart}" 4 4 10 0 40)
 # 2 workers: lines 0 and 2 on tenant 0, 1 and 3 on tenant 1, 20 characters
 # each; the eviction after line 3 takes each down to 10 (its older line).
-run_replay(out "${apart}" --workers 2 --evict-every 4 --max-size 10)
-expect("${out}" evicted_chars 20)
-expect("${out}" tree_chars 20)
-# Eviction after lines K-1, 2K-1, ... only: with K = 2 and the first three
-# lines, after line 1 (both lines so far go: 20 > 5, then 10 > 5) and not
-# after line 2, which stays.
+expect_eviction("${apart}" 2 4 10 20 20)
+# A budget of 0 evicts everything at every K-th line.
+expect_eviction("${apart}" 1 1 0 40 0)
+# Eviction after lines K-1, 2K-1, ... only: with K = 2 and three lines,
+# after line 1 (both lines so far go: 20 > 5, then 10 > 5) and not after
+# line 2, which stays.
 set(three "${WORK_DIR}/replay_check_three.txt")
 file(WRITE "${three}" "0123456789\nABCDEFGHIJ\nklmnopqrst\n")
-run_replay(out "${three}" --workers 1 --evict-every 2 --max-size 5)
-expect("${out}" evicted_chars 20)
-expect("${out}" tree_chars 10)
-# A budget of 0 evicts everything at every K-th line.
-run_replay(out "${apart}" --workers 1 --evict-every 1 --max-size 0)
-expect("${out}" evicted_chars 40)
-expect("${out}" tree_chars 0)
+expect_eviction("${three}" 1 2 5 20 10)
 
 # A generated chat file: the same bytes for the same seed, and every
 # option of the interface accepted.
