@@ -40,6 +40,8 @@ generator: chat (default), agent, batch.
                         steps of 2^S stamps; 0: exact recency)
   --ca-feedback-slack-stamps K
                         cache_aware's feedback_slack_stamps (default 0)
+  --ca-tenant-rule R    cache_aware's choice among the deepest matched
+                        node's tenants: least_loaded (default) or most_recent
   --policies a,b,...    run these (default: all; extra: least_prefill_nofeedback)
   --json FILE           write results as JSON
   --svg FILE            write a chart (hit rate and p99 TTFT per policy)
@@ -107,6 +109,15 @@ Args parse(int argc, char** argv) {
         die(f + ": '" + v + "' is not an integer from 0 to 16");
       }
       a.cfg.ca_recency_shift = static_cast<unsigned>(s);
+    } else if (f == "--ca-tenant-rule") {
+      const std::string v = val();
+      if (v == "least_loaded") {
+        a.cfg.ca_tenant_rule = kvroute::CacheAware::TenantRule::kLeastLoaded;
+      } else if (v == "most_recent") {
+        a.cfg.ca_tenant_rule = kvroute::CacheAware::TenantRule::kMostRecent;
+      } else {
+        die(f + ": '" + v + "' is not least_loaded or most_recent");
+      }
     } else if (f == "--ca-feedback-slack-stamps") {
       const char* v = val();
       char* end = nullptr;

@@ -49,6 +49,8 @@ struct SimConfig {
   unsigned ca_recency_shift = kvroute::CacheAware::Options{}.recency_shift;
   // CacheAware::Options::feedback_slack_stamps of cache_aware_feedback.
   std::uint64_t ca_feedback_slack_stamps = 0;
+  // CacheAware::Options::tenant_rule of the cache_aware policies.
+  kvroute::CacheAware::TenantRule ca_tenant_rule = kvroute::CacheAware::Options{}.tenant_rule;
 };
 
 // The cluster state a router may look at (oracle and sticky do; kvroute
@@ -273,7 +275,8 @@ inline std::unique_ptr<SimRouter> make_router(const std::string& name, const Sim
   }
   if (name == "cache_aware" || name == "cache_aware_feedback") {
     return kv(std::make_unique<CacheAware>(
-                  CacheAware::Options{.feedback_slack_stamps = cfg.ca_feedback_slack_stamps,
+                  CacheAware::Options{.tenant_rule = cfg.ca_tenant_rule,
+                                      .feedback_slack_stamps = cfg.ca_feedback_slack_stamps,
                                       .recency_shift = cfg.ca_recency_shift,
                                       .clock = &clock,
                                       .seed = seed}),

@@ -134,6 +134,33 @@ TEST_CASE("sim: cache_aware with recency steps takes the same branches", "[sim]"
   for (std::size_t j = 0; j < 300; ++j) CHECK(b.completions[j] == 1);
 }
 
+TEST_CASE("sim: cache_aware's tenant rule reaches the policy", "[sim]") {
+  // A burst of 120 requests sharing a 3-block prefix, each with a block of
+  // its own, all in flight at once: the first 65 pile onto one server until
+  // the balance test trips, the next spread over the idle ones (each
+  // inserted there), and from then on the prefix has several holders. The
+  // least loaded holder and the most recent one then differ, so the two
+  // rules place the burst differently.
+  std::vector<SimRequest> rs;
+  for (std::uint64_t i = 0; i < 120; ++i) {
+    rs.push_back(
+        block_request(static_cast<double>(i) * 1e-4, {1, 2, 3, 100 + i}, 4 * 512, {}, 2000));
+  }
+  const Trace tr = make_trace(rs, false);
+  kvsim::SimConfig loaded;
+  loaded.ca_tenant_rule = kvroute::CacheAware::TenantRule::kLeastLoaded;
+  kvsim::SimConfig recent;
+  recent.ca_tenant_rule = kvroute::CacheAware::TenantRule::kMostRecent;
+  const auto a = kvsim::run_policy(tr, "cache_aware", loaded);
+  const auto b = kvsim::run_policy(tr, "cache_aware", recent);
+  REQUIRE(a.server.size() == rs.size());
+  REQUIRE(b.server.size() == rs.size());
+  CHECK(std::set<int>(a.server.begin(), a.server.end()).size() > 1);
+  CHECK(a.server != b.server);
+  // The same rule twice places it the same way.
+  CHECK(kvsim::run_policy(tr, "cache_aware", recent).server == b.server);
+}
+
 TEST_CASE("sim: oracle and sticky find the server that holds the session", "[sim]") {
   // Four sessions with distinct long prefixes, one turn every 10 s: no
   // queueing, so the best server for a follow-up is the one holding it.
