@@ -152,6 +152,16 @@
 //     ran concurrently added to it. With Options::tenant_budget set, every
 //     insert evicts its own tenant back to the budget before it returns, so a
 //     tenant exceeds its budget only by the inserts in flight for it.
+//   * How long a lock is held shared grows with a fragment's length: insert()
+//     compares each node's fragment while holding it and its parent shared
+//     (match_and_insert compares the deepest node's fragment once, in its
+//     descent, and does not compare it again under those locks). A first-level
+//     node with a fragment of megabytes thus holds the root shared for the
+//     length of that compare; a writer at the root (a new first character, a
+//     new tenant, unlinking a first-level node) waits for it, and, since the
+//     lock lets a waiting writer go first, so does any reader that needs the
+//     root's lock meanwhile. Optimistic descents take the root's lock only
+//     when they stop at the root or the first level.
 //   * remove_tenant(t) running alongside insert(..., t) ends with t either
 //     present (the insert came last) or absent; it waits for the in-flight
 //     inserts of t it meets, so a never-ending stream of them delays it.
@@ -664,8 +674,9 @@ class BasicApproxRadixTree {
     TenantState* ts = (c == kNil || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
       // Consumes the descent's shared holds.
+      // The descent compared x's fragment under the lock it still holds.
       if (insert_from(d.parent, x, d.index, false, c, d.start, text, n, *ts, out.insert,
-                      {d.pos, m.input - d.matched}) == Step::kOutOfMemory) {
+                      {d.pos, m.input - d.matched}, d.pos - d.start) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
       }
       sec.leave();  // as in insert()
@@ -1949,13 +1960,19 @@ class BasicApproxRadixTree {
   // is upgraded (released shared, taken exclusively): unlinking x needs the
   // parent exclusively. For the same reason t's claim on the parent, which a
   // new claim on x hangs below, cannot be evicted or moved meanwhile.
+  //
+  // `known`, when given, is the common prefix of x's fragment and
+  // text[pos, n) that the caller computed under x's lock (a descent that
+  // stopped in x and still holds it): not compared again.
+  static constexpr std::size_t kNotCompared = static_cast<std::size_t>(-1);
   Step insert_from(Node* parent, Node* x, std::uint32_t xi, bool excl, std::uint32_t xc,
                    std::size_t pos, const Symbol* text, std::size_t n, TenantState& ts,
-                   InsertResult& r, TailUnits tail = {}) noexcept {
+                   InsertResult& r, TailUnits tail = {},
+                   std::size_t known = kNotCompared) noexcept {
     const TenantId t = ts.id;
     // Loop state: as above; when xc is kNil, pc is t's claim on the parent.
     std::uint32_t pc = kNil;
-    std::size_t k = common_units(*x, text + pos, n - pos);
+    std::size_t k = known != kNotCompared ? known : common_units(*x, text + pos, n - pos);
     // A new leaf's fragment, allocated and filled before the exclusive lock
     // is taken (text[pre_at, n)), so that the node is held exclusively only
     // for the pointer updates. Used if the leaf still starts there.
