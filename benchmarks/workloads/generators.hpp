@@ -13,7 +13,7 @@
 //              when its next turn comes).
 //   * batch:   unique prompts (offline batch jobs): random words, 256 B to
 //              4 KB, nothing shared on purpose.
-//   * branchy: agent fan-out: 8 root contexts (0.5-2 KB); every other
+//   * branchy: agent fan-out: 8 root contexts (0.5-2 KB); every later
 //              request forks a random earlier request at a random point
 //              (after the first half of its root) and adds a short
 //              (16-128 B) suffix. Many short fragments, many nodes.
