@@ -673,8 +673,8 @@ class BasicApproxRadixTree {
     if (c != kNil) m.previous_recency = claim(c)->recency.load(std::memory_order_relaxed);
     TenantState* ts = (c == kNil || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
-      // Consumes the descent's shared holds.
-      // The descent compared x's fragment under the lock it still holds.
+      // Consumes the descent's shared holds. The descent's compare in x
+      // (d.pos - d.start symbols) holds: x has not changed since it was read.
       if (insert_from(d.parent, x, d.index, false, c, d.start, text, n, *ts, out.insert,
                       {d.pos, m.input - d.matched}, d.pos - d.start) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
@@ -1962,8 +1962,8 @@ class BasicApproxRadixTree {
   // new claim on x hangs below, cannot be evicted or moved meanwhile.
   //
   // `known`, when given, is the common prefix of x's fragment and
-  // text[pos, n) that the caller computed under x's lock (a descent that
-  // stopped in x and still holds it): not compared again.
+  // text[pos, n) as the caller computed it from x unchanged since (a
+  // descent that stopped in x and holds it locked): not compared again.
   static constexpr std::size_t kNotCompared = static_cast<std::size_t>(-1);
   Step insert_from(Node* parent, Node* x, std::uint32_t xi, bool excl, std::uint32_t xc,
                    std::size_t pos, const Symbol* text, std::size_t n, TenantState& ts,
