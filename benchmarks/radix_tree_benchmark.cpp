@@ -33,7 +33,7 @@
 // and 76 s for both) and on requests of 64 B to 256 KB.
 //
 // Run: build/<dir>/benchmarks/kvroute_radix_tree_benchmark --benchmark_min_time=0.2
-// (the default run takes 75-90 s on a 2-core machine.)
+// (the default run takes 75-95 s on a 2-core machine.)
 
 #include <benchmark/benchmark.h>
 
