@@ -2340,10 +2340,13 @@ class BasicApproxRadixTree {
     m.frag_kind = frag_kind_for(len);
     m.len = static_cast<std::uint32_t>(len);
     m.count += c->count;
-    c->ntenant = 0;  // its claims are gone; free_node retires its block
-    // The text stays in the tree (now in m): free_node must not count it out.
-    counts_.add(kUnits, c->count);
-    counts_.add(kSymbols, c->len);
+    // c's text now lives in m, as its children do: free_node counts out and
+    // retires only what c still holds (no text, no children, no claims).
+    retire_frag(c->frag, c->len, c->frag_kind);
+    c->frag = nullptr;
+    c->len = 0;
+    c->count = 0;
+    c->ntenant = 0;     // its claims are gone; free_node retires its block
     unlock_others(nt);  // while c's tenant array is still there (free_node retires it)
     c->lock.unlock();
     free_node(ci);
