@@ -506,9 +506,7 @@ TEST_CASE("radix tree 6.1.20 existing_is_prefix_of_new", "[radix_tree][spec]") {
   tree.insert("application", t2);
   MatchResult m = tree.match("app");
   CHECK((m.tenant == t1 || m.tenant == t2));
-  // Adapted (spec section 9, "the tenant choice ignores recency and load"):
-  // the gateway names the node's first creator; the tree's default chooser
-  // (MostRecentlyUsed) names the tenant that used the node last.
+  // Adapted as in 6.1.19 (spec section 9, the tenant choice).
   CHECK(m.tenant == t2);  // t2's insert stamped "app" after t1's
   CHECK(tree.match("application").tenant == t2);
   m = tree.match("applesauce");
@@ -670,9 +668,7 @@ TEST_CASE("radix tree 6.1.29 emoji_handling: an emoji is one character",
   MatchResult m = tree.match("hello 👋");
   CHECK(m.matched == 7);
   CHECK(m.input == 7);
-  // Adapted (spec section 9, "the tenant choice ignores recency and load"):
-  // the gateway names the node's first creator; the tree's default chooser
-  // (MostRecentlyUsed) names the tenant that used the node last.
+  // Adapted as in 6.1.19 (spec section 9, the tenant choice).
   CHECK(m.tenant == t2);  // t2 used "hello 👋" last
   CHECK(tree.match("hello 👋", kvroute::LowestTenantId{}).tenant == t1);
   m = tree.match("hello 👋🌍");
@@ -824,9 +820,7 @@ TEST_CASE("radix tree 6.1.38 many_tenants_same_path", "[radix_tree][spec]") {
   const MatchResult m = tree.match("shared_path");
   CHECK(m.matched == 11);
   CHECK(m.candidates == 100);
-  // Adapted (spec section 9, "the tenant choice ignores recency and load"):
-  // the gateway names the node's first creator; the tree's default chooser
-  // (MostRecentlyUsed) names the tenant that used the node last.
+  // Adapted as in 6.1.19 (spec section 9, the tenant choice).
   CHECK(m.tenant == 99);  // the last to use it
   CHECK(tree.tenant_sizes().size() == 100);
   CHECK(tree.stats().nodes == 2);
