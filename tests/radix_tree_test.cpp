@@ -1666,27 +1666,30 @@ TEST_CASE("radix tree: drop_older_than removes a tenant's stale entries only",
 TEST_CASE("radix tree: evicting a branch merges its parent with the one child left",
           "[radix_tree][evict][merge]") {
   ApproxRadixTree tree;
-  tree.insert("hello there", t1);
-  tree.insert("hello world", t1);  // "hello " -> {"there", "world"}
+  // Branches longer than the 8 bytes a node holds itself, so that each
+  // fragment has a buffer of its own.
+  tree.insert("hello there, old friend", t1);
+  tree.insert("hello world, old friend", t1);  // "hello " -> {"there, ...", "world, ..."}
   REQUIRE(tree.stats().nodes == 4);
   const std::size_t bytes_split = tree.stats().bytes;
-  // t1's least recent leaf is "there": evicting 5 characters removes it,
-  // and "hello " is left with "world" alone, held by the same tenant.
-  const kvroute::EvictResult r = tree.evict_tenant(t1, 11);
+  // t1's least recent leaf is "there, old friend": evicting 17 characters
+  // removes it, and "hello " is left with "world, old friend" alone, held by
+  // the same tenant.
+  const kvroute::EvictResult r = tree.evict_tenant(t1, 23);
   CHECK(r.claims == 1);
-  CHECK(r.units == 5);
+  CHECK(r.units == 17);
   CHECK(r.merges == 1);
-  CHECK(tree.stats().nodes == 2);  // the root and "hello world"
+  CHECK(tree.stats().nodes == 2);  // the root and "hello world, old friend"
   CHECK(tree.stats().bytes < bytes_split);
-  const auto d = tree.debug_node("hello world");
+  const auto d = tree.debug_node("hello world, old friend");
   REQUIRE(d.has_value());
-  CHECK(d->fragment == "hello world");
-  CHECK(d->units == 11);
-  CHECK(tree.tenant_size(t1) == 11);
-  const MatchResult m = tree.match("hello world");
+  CHECK(d->fragment == "hello world, old friend");
+  CHECK(d->units == 23);
+  CHECK(tree.tenant_size(t1) == 23);
+  const MatchResult m = tree.match("hello world, old friend");
   CHECK(m.tenant == t1);
-  CHECK(m.matched == 11);
-  CHECK(tree.match("hello there").matched == 6);
+  CHECK(m.matched == 23);
+  CHECK(tree.match("hello there, old friend").matched == 6);
   require_consistent(tree);
 }
 
@@ -1794,11 +1797,11 @@ TEST_CASE("radix tree: a node's only tenant costs no tenant block", "[radix_tree
   const std::size_t base = tree.stats().bytes;
   CHECK(tree.stats().claims == 3);
   // One node "abc" held by t1: the node and t1's claim on it come from the
-  // slabs; malloc'ed: its fragment and the root's child block, grown from
-  // one entry to two. No tenant block.
+  // slabs, its fragment is kept in the node (it fits in 8 bytes); malloc'ed:
+  // the root's child block, grown from one entry to two. No tenant block.
   tree.insert("abc", t1);
   const std::size_t one = tree.stats().bytes;
-  CHECK(one - base == 3 + Node::child_block_bytes(2) - Node::child_block_bytes(1));
+  CHECK(one - base == Node::child_block_bytes(2) - Node::child_block_bytes(1));
   CHECK(tree.stats().claims == 4);
   // A second tenant on it: its claim from the slab, and a block of two
   // (tenant, claim) entries.
@@ -1823,6 +1826,49 @@ TEST_CASE("radix tree: a node's only tenant costs no tenant block", "[radix_tree
   CHECK(tree.remove_tenant(t1));
   CHECK(tree.check_invariants().empty());
   CHECK(tree.stats().nodes == 1);
+}
+
+TEST_CASE("radix tree: a fragment of up to 8 bytes is kept in its node", "[radix_tree][stats]") {
+  ApproxRadixTree tree;
+  tree.insert("", t1);
+  tree.insert("q", t1);
+  const std::size_t base = tree.stats().bytes;
+  // Under "q" (whose first two children are inline: no block to grow):
+  tree.insert("q12345678", t1);  // a leaf of 8 bytes: in the node, nothing allocated
+  CHECK(tree.stats().bytes == base);
+  tree.insert("qabcdefghi", t1);  // 9 bytes: a buffer of exactly 9
+  CHECK(tree.stats().bytes == base + 9);
+  require_consistent(tree);
+  // Splits from a buffer into two nodes' own bytes ("abcdefghi" into "ab"
+  // and "cdefghi") and within the node ("12345678" into "1234", "5678").
+  tree.insert("qabX", t2);
+  tree.insert("q1234Y", t2);
+  require_consistent(tree);
+  CHECK(tree.debug_node("qab")->fragment == "ab");
+  CHECK(tree.debug_node("qabcdefghi")->fragment == "cdefghi");
+  CHECK(tree.debug_node("q12345678")->fragment == "5678");
+  CHECK(tree.match_for_tenant("qabcdefghi", t1).matched == 10);
+  CHECK(tree.match_for_tenant("q12345678", t1).matched == 9);
+  CHECK(tree.match("qabX").matched == 4);
+  // A split inside the 8 bytes between two three-byte characters: whole
+  // characters only.
+  const std::string zhongwen = "x\xe4\xb8\xad\xe6\x96\x87";  // "x" + two CJK characters: 7 bytes
+  const std::string zhongri = "x\xe4\xb8\xad\xe6\x97\xa5";   // the same first character
+  tree.insert(zhongwen, t1);
+  tree.insert(zhongri, t2);
+  require_consistent(tree);
+  CHECK(tree.match_for_tenant(zhongwen, t1).matched == 3);
+  CHECK(tree.match_for_tenant(zhongri, t1).matched == 2);
+  // Removing the second tenant merges the pieces back, each into one node
+  // again: "abcdefghi" into a buffer, "12345678" and zhongwen into their
+  // nodes.
+  CHECK(tree.remove_tenant(t2));
+  require_consistent(tree);
+  CHECK(tree.debug_node("qabcdefghi")->fragment == "abcdefghi");
+  CHECK(tree.debug_node("q12345678")->fragment == "12345678");
+  CHECK(tree.debug_node(zhongwen)->fragment == zhongwen);
+  CHECK(tree.match_for_tenant("qabcdefghi", t1).matched == 10);
+  CHECK(tree.match_for_tenant(zhongwen, t1).matched == 3);
 }
 
 TEST_CASE("radix tree: stats count nodes, units and every byte allocated", "[radix_tree][stats]") {

@@ -188,7 +188,8 @@
 //   * remove_tenant: O(nodes the tenant holds * (T + C)).
 //
 // Memory: a node is 56 bytes + its fragment (1 byte per ASCII character,
-// up to 4 per code point; 4 per uint32 token) + 8 bytes per child and per
+// up to 4 per code point; 4 per uint32 token; nothing for a fragment of up
+// to 8 bytes, which the node keeps itself) + 8 bytes per child and per
 // tenant entry, in blocks of their own (but up to two children live in the
 // node, and a node's only tenant too: the common cases); each (node,
 // tenant) pair also costs a 24-byte claim. Nodes and claims link to each other by
@@ -942,7 +943,7 @@ class BasicApproxRadixTree {
       }
     }
     DebugNode d;
-    d.fragment = fragment_type(x->frag, x->frag + x->len);
+    d.fragment = fragment_type(x->data(), x->data() + x->len);
     d.units = x->count;
     d.children = x->nchild;
     for (std::uint32_t i = 0; i < x->ntenant; ++i) {
@@ -1117,14 +1118,15 @@ class BasicApproxRadixTree {
     counts_.sub(kNodes, 1);
     counts_.sub(kUnits, n->count);
     counts_.sub(kSymbols, n->len);
-    retire_frag(n->frag, n->len, n->frag_kind);
+    retire_frag(*n);
     retire_child_block(*n);
     retire_tenant_block(*n);
     domain_.retire({nullptr, i, kRetiredNode});
   }
 
-  // Fragments. A short one (under kLongBytes) is a buffer of exactly its
-  // length; a split copies both parts into new buffers and frees the old
+  // Fragments. One of up to 8 bytes is kept in the node (RadixNode::frag).
+  // A short one (under kLongBytes) is a buffer of exactly its length; a
+  // split copies both parts into new buffers (or nodes) and frees the old
   // one. A long one lies in a buffer of its own, after a 16-byte header
   // written just before the fragment: its distance from the buffer's start,
   // and the buffer's size. A split leaves the buffer to one part and copies
@@ -1147,6 +1149,7 @@ class BasicApproxRadixTree {
     std::size_t total;   // the buffer's size
   };
   static std::uint8_t frag_kind_for(std::size_t len) noexcept {
+    if (Node::inline_len(len)) return detail::kFragInline;
     return len * sizeof(Symbol) < kLongBytes ? detail::kFragPlain : detail::kFragInBuffer;
   }
   static FragHeader frag_header(const Symbol* f) noexcept {
@@ -1158,8 +1161,9 @@ class BasicApproxRadixTree {
     std::memcpy(reinterpret_cast<char*>(f) - kFragHeader, &h, sizeof h);
   }
   // A buffer for len symbols, of kind frag_kind_for(len); null when out of
-  // memory.
+  // memory. Requires a length that does not fit in the node.
   Symbol* alloc_frag(std::size_t len) noexcept {
+    KVROUTE_ASSERT(!Node::inline_len(len), "radix tree: a buffer for an inline fragment");
     const std::size_t b = len * sizeof(Symbol);
     if (frag_kind_for(len) == detail::kFragPlain) return static_cast<Symbol*>(alloc(b));
     const FragHeader h{kFragHeader, b + kFragHeader};
@@ -1190,6 +1194,10 @@ class BasicApproxRadixTree {
   void retire_block(void* p, std::size_t n) noexcept {
     if (p != nullptr) domain_.retire({p, n, kRetiredBlock});
   }
+  // n's fragment buffer, if it has one.
+  void retire_frag(const Node& n) noexcept {
+    if (n.frag_kind != detail::kFragInline) retire_frag(n.frag.ptr, n.len, n.frag_kind);
+  }
   void retire_frag(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
     if (f == nullptr) return;
     const FragBuffer b = frag_buffer(f, len, kind);
@@ -1210,15 +1218,32 @@ class BasicApproxRadixTree {
     const FragHeader h = frag_header(f);
     return {reinterpret_cast<char*>(f) - h.offset, h.total};
   }
+  // A buffer from alloc_frag (f may be null).
   void free_frag(Symbol* f, std::size_t len, std::uint8_t kind) noexcept {
-    if (f == nullptr) return;
+    if (f == nullptr || kind == detail::kFragInline) return;
     const FragBuffer b = frag_buffer(f, len, kind);
     dealloc(b.base, b.bytes);
   }
 
+  // Gives n the fragment src[0, len) (n.len already set): in the node when
+  // it fits there, else in buf (from alloc_frag(len)), copied there unless
+  // `filled`. src may be n's own inline fragment.
+  static void set_frag(Node& n, Symbol* buf, const Symbol* src, std::size_t len,
+                       bool filled = false) noexcept {
+    n.frag_kind = frag_kind_for(len);
+    if (n.frag_kind == detail::kFragInline) {
+      typename Node::Frag f{nullptr};
+      std::memcpy(f.in, src, len * sizeof(Symbol));
+      n.frag = f;
+      return;
+    }
+    n.frag.ptr = buf;
+    if (!filled) std::memcpy(buf, src, len * sizeof(Symbol));
+  }
+
   static SplitFrag split_frag(const Node& x, std::size_t k) noexcept {
-    if (x.frag_kind == detail::kFragPlain) return SplitFrag::kCopyBoth;
-    const std::size_t total = frag_header(x.frag).total;
+    if (x.frag_kind != detail::kFragInBuffer) return SplitFrag::kCopyBoth;
+    const std::size_t total = frag_header(x.frag.ptr).total;
     const std::size_t up = k * sizeof(Symbol);
     const std::size_t low = (x.len - k) * sizeof(Symbol);
     // A part may keep the buffer while the rest of it (its dead bytes,
@@ -1313,7 +1338,7 @@ class BasicApproxRadixTree {
 
   // c is the index of child node `cn`.
   static void remove_child(Node& n, const Node& cn, [[maybe_unused]] std::uint32_t c) noexcept {
-    const std::uint32_t i = n.child_slot(Traits::key(cn.frag, cn.len));
+    const std::uint32_t i = n.child_slot(Traits::key(cn.data(), cn.len));
     KVROUTE_ASSERT(i < n.nchild && n.kids()[i] == c, "radix tree: child not found");
     Key* keys = n.keys();
     std::uint32_t* kids = n.kids();
@@ -1537,7 +1562,7 @@ class BasicApproxRadixTree {
 
   // Units-aligned common prefix, in symbols, of `text` and n's fragment.
   static std::size_t common_units(const Node& n, const Symbol* text, std::size_t rem) noexcept {
-    return common_units(n.frag, n.len, text, rem);
+    return common_units(n.data(), n.len, text, rem);
   }
   static std::size_t common_units(const Symbol* frag, std::size_t len, const Symbol* text,
                                   std::size_t rem) noexcept {
@@ -1669,7 +1694,7 @@ class BasicApproxRadixTree {
         vx = vc;
         xi = ci;
         start = pos;
-        const std::size_t k = common_units(s.frag, s.len, text + pos, n - pos);
+        const std::size_t k = common_units(s.data(), s.len, text + pos, n - pos);
         if (k == s.len) {
           pos += k;
           matched += s.count;
@@ -1820,30 +1845,26 @@ class BasicApproxRadixTree {
     Node* lo = node(loi);
     lo->len = static_cast<std::uint32_t>(x.len - k);
     lo->count = static_cast<std::uint32_t>(x.count - kc);
-    const Symbol* src = x.frag;
+    const Symbol* src = x.data();
     switch (p.frag_mode) {
-      case SplitFrag::kCopyBoth:
-        lo->frag = p.lower_frag;
-        lo->frag_kind = frag_kind_for(lo->len);
-        std::memcpy(lo->frag, src + k, lo->len * sizeof(Symbol));
-        std::memcpy(p.upper_frag, src, k * sizeof(Symbol));
-        retire_frag(x.frag, x.len, x.frag_kind);
-        x.frag = p.upper_frag;
-        x.frag_kind = frag_kind_for(k);
+      case SplitFrag::kCopyBoth: {  // x's old buffer (if any) retired once both are copied
+        Symbol* old = x.frag_kind == detail::kFragInline ? nullptr : x.frag.ptr;
+        const std::uint8_t old_kind = x.frag_kind;
+        set_frag(*lo, p.lower_frag, src + k, lo->len);
+        set_frag(x, p.upper_frag, src, k);
+        retire_frag(old, x.len, old_kind);  // x.len is still the old length
         break;
+      }
       case SplitFrag::kUpperKeeps:  // x keeps the buffer, shortened
-        lo->frag = p.lower_frag;
-        lo->frag_kind = frag_kind_for(lo->len);
-        std::memcpy(lo->frag, src + k, lo->len * sizeof(Symbol));
+        set_frag(*lo, p.lower_frag, src + k, lo->len);
         break;
       case SplitFrag::kLowerKeeps: {  // lo takes the buffer from src + k on
-        const FragHeader h = frag_header(x.frag);
-        std::memcpy(p.upper_frag, src, k * sizeof(Symbol));
-        lo->frag = x.frag + k;
+        const FragHeader h = frag_header(x.frag.ptr);
+        Symbol* buf = x.frag.ptr;
+        set_frag(x, p.upper_frag, src, k);  // before lo's header covers its last bytes
+        lo->frag.ptr = buf + k;
         lo->frag_kind = detail::kFragInBuffer;
-        set_frag_header(lo->frag, {h.offset + k * sizeof(Symbol), h.total});
-        x.frag = p.upper_frag;
-        x.frag_kind = frag_kind_for(k);
+        set_frag_header(lo->frag.ptr, {h.offset + k * sizeof(Symbol), h.total});
         break;
       }
     }
@@ -1865,7 +1886,7 @@ class BasicApproxRadixTree {
     x.set_cap_child(p.upper_child_cap);
     x.nchild = 0;
     p.upper_children = nullptr;
-    add_child(x, Traits::key(lo->frag, lo->len), loi);
+    add_child(x, Traits::key(lo->data(), lo->len), loi);
     if (p.upper_tenants != nullptr)
       x.tenants.block = p.upper_tenants;
     else
@@ -2006,7 +2027,7 @@ class BasicApproxRadixTree {
 
       if (split || need_claim || need_leaf) {
         if (!excl) {
-          if (need_leaf && pre == nullptr) {
+          if (need_leaf && pre == nullptr && !Node::inline_len(n - after)) {
             pre = alloc_frag(n - after);
             if (pre != nullptr) std::memcpy(pre, text + after, (n - after) * sizeof(Symbol));
             pre_at = after;
@@ -2046,11 +2067,13 @@ class BasicApproxRadixTree {
         if (split) {
           p.lower = new_node();
           p.frag_mode = split_frag(*x, k);
-          if (p.frag_mode != SplitFrag::kLowerKeeps) p.lower_frag = alloc_frag(x->len - k);
-          if (p.frag_mode != SplitFrag::kUpperKeeps) p.upper_frag = alloc_frag(k);
+          const bool lower_buf =
+              p.frag_mode != SplitFrag::kLowerKeeps && !Node::inline_len(x->len - k);
+          const bool upper_buf = p.frag_mode != SplitFrag::kUpperKeeps && !Node::inline_len(k);
+          if (lower_buf) p.lower_frag = alloc_frag(x->len - k);
+          if (upper_buf) p.upper_frag = alloc_frag(k);
           const bool frags_ok =
-              (p.frag_mode == SplitFrag::kLowerKeeps || p.lower_frag != nullptr) &&
-              (p.frag_mode == SplitFrag::kUpperKeeps || p.upper_frag != nullptr);
+              (!lower_buf || p.lower_frag != nullptr) && (!upper_buf || p.upper_frag != nullptr);
           p.upper_child_cap = need_leaf ? 2 : 1;
           const std::size_t cb = Node::child_block_bytes(p.upper_child_cap);
           if (cb > 0) p.upper_children = alloc(cb);
@@ -2081,9 +2104,9 @@ class BasicApproxRadixTree {
             p.leaf_filled = true;
           } else {
             drop_pre();
-            p.leaf_frag = alloc_frag(leaf_len);
+            if (!Node::inline_len(leaf_len)) p.leaf_frag = alloc_frag(leaf_len);
           }
-          ok = ok && p.leaf_frag;
+          ok = ok && (Node::inline_len(leaf_len) || p.leaf_frag);
         }
         if (!ok) {
           release_prep(p, split ? x->len - k : 0, split ? k : 0, leaf_len);
@@ -2117,16 +2140,15 @@ class BasicApproxRadixTree {
           leaf->len = static_cast<std::uint32_t>(leaf_len);
           leaf->count = static_cast<std::uint32_t>(
               after == tail.from ? tail.units : Traits::count(text + after, leaf_len));
-          leaf->frag = p.leaf_frag;
-          leaf->frag_kind = frag_kind_for(leaf_len);
-          if (!p.leaf_filled) std::memcpy(leaf->frag, text + after, leaf_len * sizeof(Symbol));
+          set_frag(*leaf, p.leaf_frag, text + after, leaf_len, p.leaf_filled);
+          p.leaf_frag = nullptr;
           leaf->set_cap_tenant(1);  // its one tenant inline: no block
           const std::uint32_t lc = p.leaf_claim;
           Claim* lcc = claim(lc);
           lcc->node = li;
           lcc->up = xc;
           add_tenant_entry(*leaf, t, lc);
-          add_child(*x, Traits::key(leaf->frag, leaf->len), li);
+          add_child(*x, Traits::key(leaf->data(), leaf->len), li);
           counts_.add(kNodes, 1);
           counts_.add(kUnits, leaf->count);
           counts_.add(kSymbols, leaf->len);
@@ -2303,15 +2325,18 @@ class BasicApproxRadixTree {
       });
     };
     const std::uint32_t got = others(nt, [](TenantState& u) { return u.maint_mu.try_lock(); });
-    Symbol* f = got == nt ? alloc_frag(len) : nullptr;
+    // The joined fragment: a new buffer, or a short one built here.
+    const bool joined_inline = Node::inline_len(len);
+    typename Node::Frag joined{nullptr};
+    Symbol* f = got != nt ? nullptr : joined_inline ? joined.in : alloc_frag(len);
     if (f == nullptr) {
       unlock_others(got);
       unlock_children();
       c->lock.unlock();
       return false;
     }
-    std::memcpy(f, m.frag, m.len * sizeof(Symbol));
-    std::memcpy(f + m.len, c->frag, c->len * sizeof(Symbol));
+    std::memcpy(f, m.data(), m.len * sizeof(Symbol));
+    std::memcpy(f + m.len, c->data(), c->len * sizeof(Symbol));
     for (std::uint32_t i = 0; i < nt; ++i) {
       TenantState* u = find_state(ids[i]);
       const std::uint32_t mc = m.claims()[i];
@@ -2335,15 +2360,19 @@ class BasicApproxRadixTree {
     c->children.block = nullptr;
     c->nchild = 0;
     c->child_cap_code = 0;
-    retire_frag(m.frag, m.len, m.frag_kind);
-    m.frag = f;
+    retire_frag(m);
+    if (joined_inline)
+      m.frag = joined;
+    else
+      m.frag.ptr = f;
     m.frag_kind = frag_kind_for(len);
     m.len = static_cast<std::uint32_t>(len);
     m.count += c->count;
     // c's text now lives in m, as its children do: free_node counts out and
     // retires only what c still holds (no text, no children, no claims).
-    retire_frag(c->frag, c->len, c->frag_kind);
-    c->frag = nullptr;
+    retire_frag(*c);
+    c->frag.ptr = nullptr;
+    c->frag_kind = detail::kFragInline;
     c->len = 0;
     c->count = 0;
     c->ntenant = 0;     // its claims are gone; free_node retires its block
@@ -2381,8 +2410,9 @@ class BasicApproxRadixTree {
         ++nodes;
         if (n->len == 0) return fail("a non-root node has an empty fragment");
         if (n->ntenant == 0) return fail("a non-root node has no tenant");
-        if (n->count != Traits::count(n->frag, n->len)) return fail("a node's unit count is stale");
-        if (p->find_child(Traits::key(n->frag, n->len)) != it.index) {
+        if (n->count != Traits::count(n->data(), n->len))
+          return fail("a node's unit count is stale");
+        if (p->find_child(Traits::key(n->data(), n->len)) != it.index) {
           return fail("a child is not under the key of its first unit");
         }
       }
@@ -2390,9 +2420,15 @@ class BasicApproxRadixTree {
       if (n->ntenant > n->cap_tenant()) return fail("more tenants than capacity");
       units += n->count;
       symbols += n->len;
-      if (n->frag != nullptr) bytes += frag_buffer(n->frag, n->len, n->frag_kind).bytes;
-      if (n->frag != nullptr && n->frag_kind == detail::kFragInBuffer) {
-        const FragHeader h = frag_header(n->frag);
+      if ((n->frag_kind == detail::kFragInline) != Node::inline_len(n->len)) {
+        return fail("a fragment is in the node iff it fits there: not so");
+      }
+      if (n->frag_kind != detail::kFragInline) {
+        if (n->frag.ptr == nullptr) return fail("a fragment has no buffer");
+        bytes += frag_buffer(n->frag.ptr, n->len, n->frag_kind).bytes;
+      }
+      if (n->frag_kind == detail::kFragInBuffer) {
+        const FragHeader h = frag_header(n->frag.ptr);
         const std::size_t live = n->len * sizeof(Symbol);
         if (h.offset < kFragHeader || h.offset + live > h.total) {
           return fail("a fragment's header does not frame it in its buffer");
@@ -2511,7 +2547,7 @@ class BasicApproxRadixTree {
       Node* n = stack.back();
       stack.pop_back();
       push_children(*n, stack);
-      free_frag(n->frag, n->len, n->frag_kind);
+      if (n->frag_kind != detail::kFragInline) free_frag(n->frag.ptr, n->len, n->frag_kind);
       free_child_block(*n);
       free_tenant_block(*n);
     }

@@ -16,7 +16,8 @@
 //     children keyed by the first unit of their fragment, and a sorted array
 //     of (tenant id, claim). No hash map and no per-character node.
 //
-// Layout (64-bit): a node is 56 bytes plus its fragment. Its first two
+// Layout (64-bit): a node is 56 bytes, plus its fragment when that is
+// longer than 8 bytes (up to 8 bytes are kept in the node). Its first two
 // children (one for 8-byte token ids) are kept in the node itself; beyond
 // that, one block of (key, child index) pairs. Keeping a fork's two
 // children inline takes a dependent cache miss (the block) off every level
@@ -161,11 +162,14 @@ struct RadixClaim {
 // small block (3 units), a node a large one (7 units).
 using RadixSlab = UnitSlab<8, 3, 7, 11>;
 
-// A node's fragment is a buffer of exactly its length (short fragments), or
-// lies inside a longer buffer of its own with a header (see the tree's
+// A node's fragment is kept in the node itself when it fits in a pointer's
+// 8 bytes (kFragInline, which depends on the length alone), else in a buffer
+// of exactly its length (kFragPlain, short fragments), or it lies inside a
+// longer buffer of its own with a header (kFragInBuffer, see the tree's
 // alloc_frag): never shared between nodes.
-inline constexpr std::uint8_t kFragPlain = 0;
-inline constexpr std::uint8_t kFragInBuffer = 1;
+inline constexpr std::uint8_t kFragInline = 0;
+inline constexpr std::uint8_t kFragPlain = 1;
+inline constexpr std::uint8_t kFragInBuffer = 2;
 
 template <class Symbol>
 struct RadixNode {
@@ -181,9 +185,22 @@ struct RadixNode {
   // Capacities, each 0 or a power of two, stored as 0 or log2 + 1.
   std::uint8_t child_cap_code = 0;
   std::uint8_t tenant_cap_code = 0;
-  // Where `frag` lives: kFragPlain or kFragInBuffer.
-  std::uint8_t frag_kind = 0;
-  Symbol* frag = nullptr;
+  // Where the fragment lives: kFragInline, kFragPlain or kFragInBuffer.
+  std::uint8_t frag_kind = kFragInline;
+  // The fragment: a fragment of up to kInlineSymbols symbols is stored
+  // here (which of the two members holds it follows from len alone, so an
+  // optimistic reader's snapshot needs no other field); a longer one is
+  // pointed to. Almost half the interior nodes of a branchy tree have such
+  // a fragment (benchmarks/README.md, "Short fragments in the node"): a
+  // descent compares them without a second, dependent load.
+  static constexpr std::size_t kInlineSymbols = sizeof(void*) / sizeof(Symbol);
+  union Frag {
+    Symbol* ptr;
+    Symbol in[kInlineSymbols];
+  } frag{nullptr};
+  static constexpr bool inline_len(std::size_t len) noexcept { return len <= kInlineSymbols; }
+  // The fragment's first symbol (len of them).
+  const Symbol* data() const noexcept { return inline_len(len) ? frag.in : frag.ptr; }
   // Up to kInlineChildren children (most nodes: a fork has two) are kept
   // in the node, so that a descent finds the next node without loading a
   // block; more take a block: Key[cap_child()], then node index[cap_child()].
