@@ -66,7 +66,8 @@
 // stamps, so that requests sharing a path's upper claims do not all rewrite
 // them; recency_shift is also in the output, with claims_per_stamp (the
 // claims a path stamp wrote on average, RadixTreeStats::stamped_claims /
-// stamps, over all trees).
+// stamps, over all trees). descent_fallbacks: RadixTreeStats'
+// descent_fallbacks over all trees (descents that took the locked walk).
 //
 // Threads deal freely by default: each takes its lines as fast as it goes,
 // so one can drift ahead of another by hundreds of lines over a long file,
@@ -341,6 +342,7 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
     s.reserved_bytes += one.reserved_bytes;
     s.stamps += one.stamps;
     s.stamped_claims += one.stamped_claims;
+    s.descent_fallbacks += one.descent_fallbacks;
   }
   return out;
 }
@@ -545,7 +547,8 @@ int main(int argc, char** argv) {
       "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
       "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f,\"page_faults\":%zu,"
       "\"sys_seconds\":%.6f,\"tree_reserved_bytes\":%zu,\"recency_shift\":%u,"
-      "\"claims_per_stamp\":%.2f,\"window\":%llu,\"scaling_rounds\":%llu,"
+      "\"claims_per_stamp\":%.2f,\"descent_fallbacks\":%llu,\"window\":%llu,\"scaling_rounds\":%"
+      "llu,"
       "\"one_thread_seconds_best\":%.6f,\"one_thread_seconds_median\":%.6f,"
       "\"threads_seconds_best\":%.6f,\"threads_seconds_median\":%.6f,\"scaling_best\":%.3f,"
       "\"scaling_median\":%.3f}\n",
@@ -564,6 +567,7 @@ int main(int argc, char** argv) {
       memcmp_threads_seconds > 0 ? memcmp_seconds / memcmp_threads_seconds : 0.0, faults, sys,
       s.reserved_bytes, cfg.recency_shift,
       s.stamps == 0 ? 0.0 : static_cast<double>(s.stamped_claims) / static_cast<double>(s.stamps),
+      static_cast<unsigned long long>(s.descent_fallbacks),
       static_cast<unsigned long long>(in_step ? cfg.window : 0),
       static_cast<unsigned long long>(scaling.rounds), scaling.one_best, scaling.one_median,
       scaling.threads_best, scaling.threads_median, scaling.best, scaling.median);

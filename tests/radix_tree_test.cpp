@@ -2157,6 +2157,32 @@ TEST_CASE("radix tree: long forked texts stay consistent through random splits a
   }
 }
 
+TEST_CASE("radix tree: insert descends optimistically along the nodes its tenant holds",
+          "[radix_tree][consistency]") {
+  // An insert walks without locks as far as its tenant already holds the
+  // path (every ancestor of a held node is held), then goes on from there
+  // as before; only a tenant new to the tree takes the locked walk from
+  // the root. Observable as RadixTreeStats::descent_fallbacks, which a
+  // single thread never causes otherwise.
+  ApproxRadixTree tree;
+  tree.insert("system prompt, then question one", t1);  // t1 new: the locked walk
+  CHECK(tree.stats().descent_fallbacks == 1);
+  tree.insert("system prompt, then question two", t1);  // held down to the fork
+  tree.insert("system prompt, then question one, then more", t1);
+  tree.insert("", t2);  // t2 new
+  CHECK(tree.stats().descent_fallbacks == 2);
+  // t2 holds only the root: the walk stops there, not in t1's nodes.
+  tree.insert("system prompt, then question three", t2);
+  tree.insert("system prompt, then question three, again", t2);
+  CHECK(tree.match("system prompt, then question one", kvroute::LowestTenantId{}).tenant == t1);
+  const MatchResult m = tree.match("system prompt, then question three, again");
+  CHECK(m.tenant == t2);
+  CHECK(m.matched == m.input);
+  CHECK(tree.match_for_tenant("system prompt, then question two", t2).matched == 30);
+  CHECK(tree.stats().descent_fallbacks == 2);
+  require_consistent(tree);
+}
+
 TEST_CASE("radix tree: match's optimistic descent finds what the locked walk finds",
           "[radix_tree][consistency]") {
   // match() descends without locks (versioned snapshots); visit_path walks

@@ -91,13 +91,18 @@
 //     nodes they pass, read each as a snapshot checked against its version,
 //     and lock only where they stop (the deepest node, and for
 //     match_and_insert its parent, shared), checking that neither changed;
-//     a check that fails a few times over falls back to the locked descent.
+//     a check that fails a few times over falls back to the locked descent
+//     (RadixTreeStats::descent_fallbacks counts those). insert descends the
+//     same way as far as its tenant already holds the path (every ancestor
+//     of a node a tenant holds is held by it too), and from there on as
+//     below.
 //     So a match writes nothing on the nodes it passes, and two threads
 //     matching through the same top nodes do not contend. Everything such a
 //     reader may be looking at (a fragment, a child or tenant block, an
 //     unlinked node's slot) is retired, not freed, and freed once no reader
 //     that could hold it is left (epoch-based reclamation,
-//     detail/epoch.hpp). The other operations descend with lock coupling
+//     detail/epoch.hpp). The other operations, and an insert below the
+//     deepest node its tenant held, descend with lock coupling
 //     (the child's lock is taken before the parent's is released), so they
 //     hold at most two node locks (three, for an instant, in an insert), and
 //     compare text against a node's fragment under that node's lock (and, in
@@ -152,16 +157,20 @@
 //     ran concurrently added to it. With Options::tenant_budget set, every
 //     insert evicts its own tenant back to the budget before it returns, so a
 //     tenant exceeds its budget only by the inserts in flight for it.
-//   * How long a lock is held shared grows with a fragment's length: insert()
-//     compares each node's fragment while holding it and its parent shared
-//     (match_and_insert compares the deepest node's fragment once, in its
-//     descent, and does not compare it again under those locks). A first-level
-//     node with a fragment of megabytes thus holds the root shared for the
-//     length of that compare; a writer at the root (a new first character, a
-//     new tenant, unlinking a first-level node) waits for it, and, since the
-//     lock lets a waiting writer go first, so does any reader that needs the
-//     root's lock meanwhile. Optimistic descents take the root's lock only
-//     when they stop at the root or the first level.
+//   * How long a lock is held shared grows with a fragment's length: an
+//     insert compares the fragments below the deepest node its tenant
+//     already held (the nodes it is adding the tenant to) while holding
+//     each node and its parent shared; the nodes it already held it
+//     compares in its optimistic descent, without locks (and
+//     match_and_insert, going on from its own descent, compares the
+//     deepest node's fragment once). So a tenant's first insert through a
+//     first-level node with a fragment of megabytes holds the root shared
+//     for the length of that compare (as does any insert when the
+//     optimistic walk falls back); a writer at the root (a new first
+//     character, a new tenant, unlinking a first-level node) waits for it,
+//     and, since the lock lets a waiting writer go first, so does any
+//     reader that needs the root's lock meanwhile. Optimistic descents take
+//     the root's lock only when they stop at the root or the first level.
 //   * remove_tenant(t) running alongside insert(..., t) ends with t either
 //     present (the insert came last) or absent; it waits for the in-flight
 //     inserts of t it meets, so a never-ending stream of them delays it.
@@ -398,6 +407,12 @@ struct RadixTreeStats {
   // Units taken off tenants so far by eviction (periodic or reactive),
   // drop_older_than and remove_tenant: a monotonic count for metrics.
   std::size_t removed_units = 0;
+  // Descents of match, match_and_insert and insert that walked from the
+  // root with lock coupling instead of optimistically: the optimistic walk
+  // met writers kOptimisticTries times in a row, the thread found no epoch
+  // slot, or (insert) the tenant was not registered yet. Near zero when
+  // threads do not fight over the same nodes; a contention metric.
+  std::uint64_t descent_fallbacks = 0;
 };
 
 // One tenant holding the deepest matched node.
@@ -590,7 +605,7 @@ class BasicApproxRadixTree {
       return r;
     }
     detail::EpochDomain::Section sec = domain_.enter();  // for what a split retires
-    if (insert_once(seq.data(), seq.size(), *ts, r) == Step::kOutOfMemory) {
+    if (insert_descend(sec, seq.data(), seq.size(), *ts, r) == Step::kOutOfMemory) {
       r.status = InsertStatus::kOutOfMemory;
     }
     // Not across the reactive eviction, which may wait for another
@@ -886,6 +901,7 @@ class BasicApproxRadixTree {
     s.stamps = recency_shift_ == 0 ? clock_.load(std::memory_order_relaxed) : counts(kStamps);
     s.stamped_claims = counts(kStamped);
     s.removed_units = removed_units_.load(std::memory_order_relaxed);
+    s.descent_fallbacks = counts(kFallbacks);
     return s;
   }
 
@@ -1045,6 +1061,7 @@ class BasicApproxRadixTree {
     kClaims,
     kStamped,
     kStamps,
+    kFallbacks,
     kCounts
   };
   std::size_t counts(Count c) const noexcept { return counts_.load(c); }
@@ -1628,10 +1645,14 @@ class BasicApproxRadixTree {
   Descent descend_any(const detail::EpochDomain::Section& sec, const Symbol* text,
                       std::size_t n) noexcept {
     Descent d;
-    if (sec.protects() && descend_opt<KeepParent>(text, n, d)) return d;
+    if (sec.protects() && descend_opt<KeepParent>(text, n, d, EnterAll{})) return d;
+    counts_.add(kFallbacks, 1);
     root_.lock.lock_shared();
-    return descend<KeepParent>(text, n, [](const Node&) noexcept { return true; });
+    return descend<KeepParent>(text, n, EnterAll{});
   }
+  struct EnterAll {
+    bool operator()(const Node&) const noexcept { return true; }
+  };
 
   // Walks from the root without taking any lock: each node is read once, as
   // a snapshot (its fields copied into a local Node, then checked against
@@ -1642,10 +1663,11 @@ class BasicApproxRadixTree {
   // is open (retire_*). At the end it locks the parent (with KeepParent) and
   // the node shared and checks that neither changed since its snapshot;
   // then the result is exactly what a locked descent would have returned at
-  // that moment. Gives up (false) after kOptimisticTries walks that met a
-  // writer.
-  template <bool KeepParent>
-  bool descend_opt(const Symbol* text, std::size_t n, Descent& out) noexcept {
+  // that moment. Like descend, it goes into a child only if `enter` allows
+  // (called on the child's checked snapshot, which it must only read).
+  // Gives up (false) after kOptimisticTries walks that met a writer.
+  template <bool KeepParent, class Enter>
+  bool descend_opt(const Symbol* text, std::size_t n, Descent& out, Enter&& enter) noexcept {
     for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
       OptimisticReads ignore;  // the reads race with writers by design
       Node* x = &root_;
@@ -1688,6 +1710,12 @@ class BasicApproxRadixTree {
         }
         // The index may be stale, which a prefetch does not mind.
         if (s.ntenant > 0) prefetch_claim(s.claims()[0]);
+        if (!enter(static_cast<const Node&>(s))) {
+          // What enter read through the snapshot (a tenant block) was c's
+          // only if c is still unchanged.
+          retry = !c->lock.validate(vc);
+          break;
+        }
         parent = x;
         vp = vx;
         x = c;
@@ -1926,6 +1954,30 @@ class BasicApproxRadixTree {
     evict_loop(ts, [b](const TenantState& st, const Claim&) {
       return st.size.load(std::memory_order_relaxed) > b;
     });
+  }
+
+  // insert's descent: optimistic, as match's, along the nodes the tenant
+  // already holds (every ancestor of such a node is held too), then on from
+  // the deepest of them as insert_from does, without comparing its fragment
+  // again. With lock coupling from the root (insert_once) when the section
+  // does not protect, the walk keeps meeting writers, or the tenant is not
+  // at the root yet.
+  Step insert_descend(const detail::EpochDomain::Section& sec, const Symbol* text, std::size_t n,
+                      TenantState& ts, InsertResult& r) noexcept {
+    const TenantId t = ts.id;
+    Descent d;
+    if (sec.protects() && descend_opt<true>(text, n, d, [t](const Node& c) noexcept {
+          return c.find_claim(t) != kNil;
+        })) {
+      const std::uint32_t xc = d.node->find_claim(t);
+      if (xc != kNil) {
+        return insert_from(d.parent, d.node, d.index, false, xc, d.start, text, n, ts, r, {},
+                           d.pos - d.start);
+      }
+      unlock_descent(d);  // stopped at the root, which t does not hold
+    }
+    counts_.add(kFallbacks, 1);
+    return insert_once(text, n, ts, r);
   }
 
   Step insert_once(const Symbol* text, std::size_t n, TenantState& ts, InsertResult& r) noexcept {
