@@ -547,8 +547,8 @@ int main(int argc, char** argv) {
       "\"memcmp_cpu_seconds\":%.6f,\"cpu_memcmp_ratio\":%.4f,"
       "\"memcmp_threads_seconds\":%.6f,\"memcmp_scaling\":%.3f,\"page_faults\":%zu,"
       "\"sys_seconds\":%.6f,\"tree_reserved_bytes\":%zu,\"recency_shift\":%u,"
-      "\"claims_per_stamp\":%.2f,\"descent_fallbacks\":%llu,\"window\":%llu,\"scaling_rounds\":%"
-      "llu,"
+      "\"claims_per_stamp\":%.2f,\"descent_fallbacks\":%llu,\"window\":%llu,"
+      "\"scaling_rounds\":%llu,"
       "\"one_thread_seconds_best\":%.6f,\"one_thread_seconds_median\":%.6f,"
       "\"threads_seconds_best\":%.6f,\"threads_seconds_median\":%.6f,\"scaling_best\":%.3f,"
       "\"scaling_median\":%.3f}\n",

@@ -1059,6 +1059,44 @@ TEMPLATE_TEST_CASE("radix tree: a node keeps its first children inline, more in 
   require_consistent(tree);
 }
 
+TEMPLATE_TEST_CASE("radix tree: a token fragment of up to 8 bytes is kept in its node",
+                   "[radix_tree][tokens][stats]", std::int64_t, std::int32_t, std::uint16_t) {
+  using Node = kvroute::detail::RadixNode<TestType>;
+  constexpr std::size_t kIn = Node::kInlineSymbols;  // 1, 2 and 4 tokens
+  CHECK(kIn * sizeof(TestType) == 8);
+  kvroute::BasicApproxRadixTree<TestType> tree;
+  std::vector<TestType> head = {7};
+  tree.insert(head, t1);
+  const std::size_t base = tree.stats().bytes;
+  // Under {7}: a leaf of exactly kIn tokens costs nothing, one of kIn + 1
+  // tokens a buffer of its size (and, for 8-byte ids, which keep one child
+  // inline, {7}'s block of two children).
+  std::vector<TestType> fits = head;
+  std::vector<TestType> over = head;
+  for (std::size_t i = 0; i < kIn; ++i) fits.push_back(static_cast<TestType>(10 + i));
+  for (std::size_t i = 0; i <= kIn; ++i) over.push_back(static_cast<TestType>(20 + i));
+  tree.insert(fits, t1);
+  CHECK(tree.stats().bytes == base);
+  tree.insert(over, t1);
+  const std::size_t buffer = (kIn + 1) * sizeof(TestType);
+  CHECK(tree.stats().bytes == base + buffer + Node::child_block_bytes(2));
+  require_consistent(tree);
+  // Split the buffer after its first token (both parts then fit in their
+  // nodes) by a second tenant, then remove it: merged back into a buffer.
+  std::vector<TestType> fork = {7, 20, 99};
+  tree.insert(fork, t2);
+  require_consistent(tree);
+  CHECK(tree.match_for_tenant(over, t1).matched == over.size());
+  CHECK(tree.match_for_tenant(over, t2).matched == 2);
+  CHECK(tree.remove_tenant(t2));
+  require_consistent(tree);
+  const auto d = tree.debug_node(std::span<const TestType>(over));
+  REQUIRE(d.has_value());
+  CHECK(d->fragment == std::vector<TestType>(over.begin() + 1, over.end()));
+  CHECK(tree.stats().bytes >= base + buffer);
+  CHECK(tree.match(fits).matched == fits.size());
+}
+
 TEMPLATE_TEST_CASE("radix tree: token ids share the implementation", "[radix_tree][tokens]",
                    std::uint32_t, std::int32_t) {
   kvroute::BasicApproxRadixTree<TestType> tree;

@@ -174,12 +174,14 @@
 //   * remove_tenant(t) running alongside insert(..., t) ends with t either
 //     present (the insert came last) or absent; it waits for the in-flight
 //     inserts of t it meets, so a never-ending stream of them delays it.
-//   * One limit: a node's version counts exclusive holds modulo 2^19. A
-//     match descheduled in the middle of its descent while one node it
-//     read is held exclusively exactly a multiple of 2^19 times could take
-//     that node's stale snapshot for current: that one result could be
-//     wrong (its length or tenant), never memory (what it reads stays
-//     allocated until it leaves).
+//   * One limit: a node's version counts exclusive holds modulo 2^19. An
+//     optimistic descent (match, match_and_insert, insert) descheduled in
+//     the middle while one node it read is held exclusively exactly a
+//     multiple of 2^19 times could take that node's stale snapshot for
+//     current. A match's result could then be wrong (its length or
+//     tenant); an insert going on from such a descent could record a
+//     wrong path or split in the tree. Never memory: what a descent reads
+//     stays allocated until it leaves.
 //
 // Complexity (L = sequence length, d = depth of the path, T = tenants at a
 // node, C = children at a node; all small in practice):
@@ -828,9 +830,11 @@ class BasicApproxRadixTree {
         std::this_thread::yield();
         continue;
       }
-      // No insert of the tenant is in flight below the root: until it has
-      // linked a claim (which the check above would see) it holds the
-      // root's lock.
+      // No insert of the tenant is in flight below the root: an insert
+      // holds the root's lock, or (from an optimistic descent) a node on
+      // which the tenant's claim is listed, which the check above would
+      // see and which no eviction can take while that node is locked; and
+      // it keeps one or the other until its claims below are linked.
       const std::uint32_t rc = root_.find_claim(tenant);
       if (rc == kNil) {
         g.unlock();
@@ -1242,9 +1246,10 @@ class BasicApproxRadixTree {
     dealloc(b.base, b.bytes);
   }
 
-  // Gives n the fragment src[0, len) (n.len already set): in the node when
-  // it fits there, else in buf (from alloc_frag(len)), copied there unless
-  // `filled`. src may be n's own inline fragment.
+  // Gives n the fragment src[0, len) (n.len is not read: the caller sets
+  // it): in the node when it fits there, else in buf (from
+  // alloc_frag(len)), copied there unless `filled`. src may be n's own
+  // inline fragment.
   static void set_frag(Node& n, Symbol* buf, const Symbol* src, std::size_t len,
                        bool filled = false) noexcept {
     n.frag_kind = frag_kind_for(len);
@@ -2458,6 +2463,13 @@ class BasicApproxRadixTree {
       stack.pop_back();
       const Node* n = it.node;
       const Node* p = it.parent;
+      // Before any data(): which member of frag it reads follows from this.
+      if ((n->frag_kind == detail::kFragInline) != Node::inline_len(n->len)) {
+        return fail("a fragment is in the node iff it fits there: not so");
+      }
+      if (n->frag_kind != detail::kFragInline && n->frag.ptr == nullptr) {
+        return fail("a fragment has no buffer");
+      }
       if (p != nullptr) {
         ++nodes;
         if (n->len == 0) return fail("a non-root node has an empty fragment");
@@ -2472,11 +2484,7 @@ class BasicApproxRadixTree {
       if (n->ntenant > n->cap_tenant()) return fail("more tenants than capacity");
       units += n->count;
       symbols += n->len;
-      if ((n->frag_kind == detail::kFragInline) != Node::inline_len(n->len)) {
-        return fail("a fragment is in the node iff it fits there: not so");
-      }
       if (n->frag_kind != detail::kFragInline) {
-        if (n->frag.ptr == nullptr) return fail("a fragment has no buffer");
         bytes += frag_buffer(n->frag.ptr, n->len, n->frag_kind).bytes;
       }
       if (n->frag_kind == detail::kFragInBuffer) {

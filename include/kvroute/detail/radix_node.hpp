@@ -193,7 +193,9 @@ struct RadixNode {
   // pointed to. Almost half the interior nodes of a branchy tree have such
   // a fragment (benchmarks/README.md, "Short fragments in the node"): a
   // descent compares them without a second, dependent load.
+  // (8 bytes on 64-bit targets, which the figures in the docs assume.)
   static constexpr std::size_t kInlineSymbols = sizeof(void*) / sizeof(Symbol);
+  static_assert(kInlineSymbols >= 1, "a symbol wider than a pointer");
   union Frag {
     Symbol* ptr;
     Symbol in[kInlineSymbols];
