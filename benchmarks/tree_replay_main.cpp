@@ -92,8 +92,22 @@
 // benchmarks/README.md two threads scaled better in these rounds than as
 // the first replay of a process; it gives both.
 //
+// --reads R measures how far T threads scale the replay's descents alone,
+// with nothing written: after the above, a one-thread replay builds a tree
+// (with --private, one per thread, each from every line) untimed; then R
+// rounds, each reading every line on one worker thread and then the lines
+// dealt to T threads as the replay deals them (thread k reading tree k with
+// --private), where a read is the replay's match_and_insert with a decider
+// that declines, so it descends and locks as the replay does and inserts
+// nothing. Adds reads_rounds, reads_matched_chars (one pass's matched
+// characters), reads_one_seconds_median, reads_threads_seconds_median,
+// reads_scaling_best and reads_scaling_median: the scaling a T-thread
+// replay would reach on this machine if its inserts cost nothing beyond
+// what they cost one thread (benchmarks/README.md, "Two threads on a
+// machine with a 2 MB L2").
+//
 // Defaults: --workers 8, no eviction, --threads 1, --window 0 (free),
-// no --scaling rounds. Errors (bad arguments, an
+// no --scaling or --reads rounds. Errors (bad arguments, an
 // unreadable file) print a message to stderr and exit with status 2 (usage)
 // or 1 (I/O).
 #include <algorithm>
@@ -123,7 +137,7 @@ int usage(const std::string& msg) {
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
                "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages] "
-               "[--recency-shift S] [--window W] [--scaling R]\n",
+               "[--recency-shift S] [--window W] [--scaling R] [--reads R]\n",
                msg.c_str());
   return 2;
 }
@@ -190,6 +204,18 @@ Usage usage() {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One line through `tree` by the replay's rule: the matched tenant when the
+// match rate is above 0.3 (`affine`), else tenant line mod `workers`.
+kvroute::MatchInsertResult route_line(kvroute::ApproxRadixTree& tree, const std::string& text,
+                                      std::size_t line, std::uint64_t workers, bool& affine) {
+  const auto fallback = static_cast<kvroute::TenantId>(line % workers);
+  return tree.match_and_insert(
+      text, [&](const kvroute::RadixCandidates& c, const kvroute::MatchResult& m) noexcept {
+        affine = !c.empty() && m.match_rate() > 0.3f;
+        return affine ? kvroute::MostRecentlyUsed{}(c) : fallback;
+      });
 }
 
 // What a replay is asked to do, besides its lines and threads.
@@ -287,11 +313,7 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
         if (!tree.insert(line, t).ok()) ++my_failed;
       } else {
         bool affine = false;
-        const kvroute::MatchInsertResult r = tree.match_and_insert(
-            line, [&](const kvroute::RadixCandidates& c, const kvroute::MatchResult& m) noexcept {
-              affine = !c.empty() && m.match_rate() > 0.3f;
-              return affine ? kvroute::MostRecentlyUsed{}(c) : fallback;
-            });
+        const kvroute::MatchInsertResult r = route_line(tree, line, i, workers, affine);
         my_affinity += affine ? 1 : 0;
         my_matched += r.match.matched;
         my_chars += r.match.input;
@@ -389,13 +411,78 @@ Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfi
   return out;
 }
 
+// --reads R: the replay's descents alone, on trees built beforehand.
+struct ReadScaling {
+  std::uint64_t rounds = 0;
+  std::size_t failed = 0;   // inserts that failed while building (out of memory)
+  std::size_t matched = 0;  // matched characters of one pass over the lines
+  double one_median = 0, threads_median = 0;
+  double best = 0, median = 0;  // one-thread seconds / T-thread seconds
+};
+
+// Reads lines from, from + step, ... of `lines` in `tree`: the replay's
+// descent (match_and_insert, the same walk and locks) with a decider that
+// declines, so that nothing is inserted or stamped. Returns the matched
+// characters.
+std::size_t read_lines(kvroute::ApproxRadixTree& tree, const std::vector<std::string>& lines,
+                       std::size_t from, std::size_t step) {
+  std::size_t matched = 0;
+  for (std::size_t i = from; i < lines.size(); i += step) {
+    matched +=
+        tree.match_and_insert(
+                lines[i], [](const kvroute::RadixCandidates&,
+                             const kvroute::MatchResult&) noexcept { return kvroute::kNoTenant; })
+            .match.matched;
+  }
+  return matched;
+}
+
+ReadScaling measure_reads(const std::vector<std::string>& lines, const ReplayConfig& cfg,
+                          std::size_t threads, std::uint64_t rounds) {
+  ReadScaling out;
+  out.rounds = rounds;
+  if (rounds == 0) return out;
+  kvroute::ApproxRadixTree::Options options;
+  options.huge_pages = cfg.huge_pages;
+  options.recency_shift = cfg.recency_shift;
+  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
+  for (std::size_t k = 0; k < (cfg.private_trees ? threads : 1); ++k) {
+    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      bool affine = false;
+      if (!route_line(*trees.back(), lines[i], i, cfg.workers, affine).insert.ok()) ++out.failed;
+    }
+  }
+  std::vector<double> one, many;
+  for (std::uint64_t r = 0; r < rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread([&] { out.matched = read_lines(*trees[0], lines, 0, 1); }).join();
+    one.push_back(seconds_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (std::size_t k = 0; k < threads; ++k) {
+      kvroute::ApproxRadixTree& tree = *trees[cfg.private_trees ? k : 0];
+      pool.emplace_back([&tree, &lines, k, threads] { read_lines(tree, lines, k, threads); });
+    }
+    for (auto& th : pool) th.join();
+    many.push_back(seconds_since(t0));
+  }
+  const double one_best = *std::min_element(one.begin(), one.end());
+  const double many_best = *std::min_element(many.begin(), many.end());
+  out.one_median = median_of(one);
+  out.threads_median = median_of(many);
+  out.best = many_best > 0 ? one_best / many_best : 0.0;
+  out.median = out.threads_median > 0 ? out.one_median / out.threads_median : 0.0;
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage("missing FILE");
   const char* path = nullptr;
   ReplayConfig cfg;  // what the replay and the --scaling rounds do
-  std::uint64_t threads = 1, scaling_rounds = 0;
+  std::uint64_t threads = 1, scaling_rounds = 0, read_rounds = 0;
   bool have_every = false, have_max = false, worker_thread = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -403,6 +490,7 @@ int main(int argc, char** argv) {
                             : a == "--evict-every" ? &cfg.evict_every
                             : a == "--threads"     ? &threads
                             : a == "--scaling"     ? &scaling_rounds
+                            : a == "--reads"       ? &read_rounds
                                                    : nullptr;
     if (a == "--max-size") {  // 0 is a budget too: evict everything
       if (i + 1 >= argc || !parse_count(argv[i + 1], cfg.max_size)) {
@@ -525,6 +613,12 @@ int main(int argc, char** argv) {
                  scaling.failed);
     return 1;
   }
+  const ReadScaling reads = measure_reads(lines, cfg, threads, read_rounds);
+  if (reads.failed != 0) {
+    std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed building the --reads trees\n",
+                 reads.failed);
+    return 1;
+  }
   const double seconds = r.seconds, cpu = r.cpu_seconds, sys = r.sys_seconds;
   const double evict_seconds = r.evict_seconds;
   const std::size_t faults = r.page_faults;
@@ -551,7 +645,9 @@ int main(int argc, char** argv) {
       "\"scaling_rounds\":%llu,"
       "\"one_thread_seconds_best\":%.6f,\"one_thread_seconds_median\":%.6f,"
       "\"threads_seconds_best\":%.6f,\"threads_seconds_median\":%.6f,\"scaling_best\":%.3f,"
-      "\"scaling_median\":%.3f}\n",
+      "\"scaling_median\":%.3f,\"reads_rounds\":%llu,\"reads_matched_chars\":%zu,"
+      "\"reads_one_seconds_median\":%.6f,\"reads_threads_seconds_median\":%.6f,"
+      "\"reads_scaling_best\":%.3f,\"reads_scaling_median\":%.3f}\n",
       requests, r.chars, all_bytes, static_cast<unsigned long long>(cfg.workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false",
@@ -570,6 +666,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(s.descent_fallbacks),
       static_cast<unsigned long long>(in_step ? cfg.window : 0),
       static_cast<unsigned long long>(scaling.rounds), scaling.one_best, scaling.one_median,
-      scaling.threads_best, scaling.threads_median, scaling.best, scaling.median);
+      scaling.threads_best, scaling.threads_median, scaling.best, scaling.median,
+      static_cast<unsigned long long>(reads.rounds), reads.matched, reads.one_median,
+      reads.threads_median, reads.best, reads.median);
   return 0;
 }

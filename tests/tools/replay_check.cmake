@@ -50,6 +50,15 @@ run_replay(out "${small}" --workers 3 --threads 2)
 expect("${out}" requests 4)
 expect("${out}" chars 16)
 
+# --reads R reads every line in a tree built beforehand from the whole
+# file: each line then matches in full (16 characters a pass), with one
+# tree or a tree per thread.
+foreach(extra IN ITEMS "" "--private")
+  run_replay(out "${small}" --workers 3 --threads 2 --reads 2 ${extra})
+  expect("${out}" reads_rounds 2)
+  expect("${out}" reads_matched_chars 16)
+endforeach()
+
 # "above 0.3" is strict: line 1 shares "abc", 3 of its 10 characters, with
 # line 0 (0.3: not an affinity route); line 2 shares "abcd" (0.4: one).
 set(strict "${WORK_DIR}/replay_check_strict.txt")
@@ -113,5 +122,6 @@ expect_exit(2)
 expect_exit(2 "${small}" --workers 0)
 expect_exit(2 "${small}" --evict-every 10)
 expect_exit(2 "${small}" --threads x)
+expect_exit(2 "${small}" --reads 0)
 expect_exit(1 "${WORK_DIR}/replay_check_missing.txt")
 message(STATUS "kvroute_tree_replay and kvroute_workload keep their interface")
