@@ -59,11 +59,13 @@ perf script -i "$dir/perf.data" -F tid,ip,sym,symoff,dso --no-demangle 2>/dev/nu
     print $1, where
   }' >"$dir/samples"
 
-# The rounds' threads are the process's last 3R (thread ids grow): in each
-# round one thread for the one-thread replay, then two.
-awk '{ print $1 }' "$dir/samples" | sort -n -u | tail -n "$((3 * rounds))" >"$dir/tids"
+# The rounds' threads are the last 3R the process started (perf's fork
+# events, in order): in each round one thread for the one-thread replay,
+# then two.
+perf script -i "$dir/perf.data" --show-task-events -F tid 2>/dev/null |
+  sed -n 's/.*PERF_RECORD_FORK([0-9]*:\([0-9]*\)).*/\1/p' | tail -n "$((3 * rounds))" >"$dir/tids"
 got=$(wc -l <"$dir/tids")
-[ "$got" -eq "$((3 * rounds))" ] || die "found $got sampled threads for $rounds rounds (runs too short to sample?)"
+[ "$got" -eq "$((3 * rounds))" ] || die "found $got threads started for $rounds rounds"
 awk 'NR == FNR { role[$1] = (FNR - 1) % 3 == 0 ? "one" : "two"; next }
      ($1 in role) { n[role[$1] " " $2]++ }
      END { for (k in n) print k, n[k] }' "$dir/tids" "$dir/samples" >"$dir/roles"

@@ -93,8 +93,9 @@
 // the first replay of a process; it gives both.
 //
 // --reads R measures how far T threads scale the replay's descents alone,
-// with nothing written: after the above, a one-thread replay builds a tree
-// (with --private, one per thread, each from every line) untimed; then R
+// with nothing written: after the above, a one-thread replay of every
+// line, without eviction, builds a tree (with --private, one per thread)
+// untimed; then R
 // rounds, each reading every line on one worker thread and then the lines
 // dealt to T threads as the replay deals them (thread k reading tree k with
 // --private), where a read is the replay's match_and_insert with a decider
