@@ -15,6 +15,8 @@
 # -DCMAKE_CXX_FLAGS=-g && cmake --build build/prof --target
 # kvroute_tree_replay`); without it the lines are function+offset. FLAGS
 # go to the replay (default: --recency-shift 6, as cache_aware's trees).
+# (--threads, --scaling, --reads and --private are refused: the script
+# sets the first two, and the others would break its sorting of threads).
 # R defaults to 41, N to 25. Needs perf, addr2line, nm, awk and sort;
 # exits 2 on bad arguments or a missing tool, with perf's or the replay's
 # status when either fails.
@@ -37,6 +39,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$rounds$top" in *[!0-9]*) die "--rounds and --top take positive integers" ;; esac
+# The rounds' threads are told apart by the order they start in, and the
+# two kinds must do the same work: no flag may add threads after them or
+# change what a two-thread replay does.
+for f in "${flags[@]}"; do
+  case "$f" in
+    --reads | --private | --scaling | --threads) die "FLAGS may not include $f" ;;
+  esac
+done
 if [ "$rounds" -lt 1 ] || [ "$top" -lt 1 ]; then die "--rounds and --top take positive integers"; fi
 [ -x "$replay" ] || die "$replay is not an executable"
 [ -r "$file" ] || die "cannot read $file"
@@ -46,7 +56,7 @@ done
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-perf record -q -F 9999 -o "$dir/perf.data" -- \
+perf record -q -e cpu-clock -F 9999 -o "$dir/perf.data" -- \
   "$replay" "$file" "${flags[@]}" --threads 2 --scaling "$rounds" >"$dir/replay.json"
 bin=$(readlink -f "$replay")
 # One line per sample: thread id, then symbol+offset in the replay binary,
@@ -79,7 +89,7 @@ echo "|---|---|---|---|"
 nm "$bin" >"$dir/nm" 2>/dev/null || true
 awk '{ k = $2; if ($1 == "one") o[k] += $3; else w[k] += $3 }
      END { for (k in w) print w[k] - o[k], o[k] + 0, w[k], k }' "$dir/roles" |
-  sort -rn | head -n "$top" |
+  sort -rn | awk -v n="$top" 'NR <= n' |
   while read -r grew o w at; do
     sym=${at%+*}
     off=${at##*+}

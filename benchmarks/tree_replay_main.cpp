@@ -95,16 +95,18 @@
 // --reads R measures how far T threads scale the replay's descents alone,
 // with nothing written: after the above, a one-thread replay of every
 // line, without eviction, builds a tree (with --private, one per thread)
-// untimed; then R
-// rounds, each reading every line on one worker thread and then the lines
-// dealt to T threads as the replay deals them (thread k reading tree k with
-// --private), where a read is the replay's match_and_insert with a decider
-// that declines, so it descends and locks as the replay does and inserts
-// nothing. Adds reads_rounds, reads_matched_chars (one pass's matched
-// characters), reads_one_seconds_median, reads_threads_seconds_median,
-// reads_scaling_best and reads_scaling_median: the scaling a T-thread
-// replay would reach on this machine if its inserts cost nothing beyond
-// what they cost one thread (benchmarks/README.md, "Two threads on a
+// untimed; then R rounds, each reading every line on one worker thread and
+// then the lines dealt to T threads, line i to thread i mod T (with
+// --private too: thread k reads its lines in tree k). A read is
+// match_and_insert with a decider that declines: the descent and locks of
+// the replay's match, nothing inserted or stamped; on the finished tree
+// every line matches in full. --separate and --window do not apply to the
+// reads. Adds reads_rounds, reads_matched_chars (one pass's matched
+// characters; the T threads' pass must match as many, else the replay
+// fails), reads_one_seconds_median, reads_threads_seconds_median,
+// reads_scaling_best and reads_scaling_median: how far T threads scale
+// the reading part of the replay's work on this machine, a reference for
+// the replay's own scaling (benchmarks/README.md, "Two threads on a
 // machine with a 2 MB L2").
 //
 // Defaults: --workers 8, no eviction, --threads 1, --window 0 (free),
@@ -415,8 +417,9 @@ Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfi
 // --reads R: the replay's descents alone, on trees built beforehand.
 struct ReadScaling {
   std::uint64_t rounds = 0;
-  std::size_t failed = 0;   // inserts that failed while building (out of memory)
-  std::size_t matched = 0;  // matched characters of one pass over the lines
+  std::size_t failed = 0;      // inserts that failed while building (out of memory)
+  std::size_t matched = 0;     // matched characters of one pass over the lines
+  std::size_t mismatches = 0;  // T-thread passes that matched another total
   double one_median = 0, threads_median = 0;
   double best = 0, median = 0;  // one-thread seconds / T-thread seconds
 };
@@ -461,12 +464,18 @@ ReadScaling measure_reads(const std::vector<std::string>& lines, const ReplayCon
     one.push_back(seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
+    std::vector<std::size_t> matched(threads, 0);
     for (std::size_t k = 0; k < threads; ++k) {
       kvroute::ApproxRadixTree& tree = *trees[cfg.private_trees ? k : 0];
-      pool.emplace_back([&tree, &lines, k, threads] { read_lines(tree, lines, k, threads); });
+      pool.emplace_back([&tree, &lines, &matched, k, threads] {
+        matched[k] = read_lines(tree, lines, k, threads);
+      });
     }
     for (auto& th : pool) th.join();
     many.push_back(seconds_since(t0));
+    std::size_t total = 0;
+    for (const std::size_t m : matched) total += m;
+    if (total != out.matched) ++out.mismatches;
   }
   const double one_best = *std::min_element(one.begin(), one.end());
   const double many_best = *std::min_element(many.begin(), many.end());
@@ -618,6 +627,13 @@ int main(int argc, char** argv) {
   if (reads.failed != 0) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed building the --reads trees\n",
                  reads.failed);
+    return 1;
+  }
+  if (reads.mismatches != 0) {
+    std::fprintf(stderr,
+                 "kvroute_tree_replay: %zu --reads rounds matched another total on %llu threads "
+                 "than on one\n",
+                 reads.mismatches, static_cast<unsigned long long>(threads));
     return 1;
   }
   const double seconds = r.seconds, cpu = r.cpu_seconds, sys = r.sys_seconds;

@@ -51,12 +51,18 @@ expect("${out}" requests 4)
 expect("${out}" chars 16)
 
 # --reads R reads every line in a tree built beforehand from the whole
-# file: each line then matches in full (16 characters a pass), with one
-# tree or a tree per thread.
-foreach(extra IN ITEMS "" "--private")
-  run_replay(out "${small}" --workers 3 --threads 2 --reads 2 ${extra})
-  expect("${out}" reads_rounds 2)
-  expect("${out}" reads_matched_chars 16)
+# file: each line then matches in full (1 + 2 + ... + 5 = 15 characters a
+# pass), with one tree or a tree per thread. Lines of different lengths:
+# the replay fails when the threads' pass, its lines dealt i mod T, matches
+# another total, which catches a thread reading another's lines.
+set(lengths "${WORK_DIR}/replay_check_lengths.txt")
+file(WRITE "${lengths}" "a\nbb\nccc\ndddd\neeeee\n")
+foreach(threads 2 3)
+  foreach(extra IN ITEMS "" "--private")
+    run_replay(out "${lengths}" --threads ${threads} --reads 2 ${extra})
+    expect("${out}" reads_rounds 2)
+    expect("${out}" reads_matched_chars 15)
+  endforeach()
 endforeach()
 
 # "above 0.3" is strict: line 1 shares "abc", 3 of its 10 characters, with
