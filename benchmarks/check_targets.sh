@@ -34,8 +34,8 @@
 #     dealt to two threads: how far this machine's memory system scales
 #     plain reading of the same text) and reads_scaling_median (the
 #     replay's descents alone, nothing inserted, on a tree built
-#     beforehand: how far two threads could go if inserting cost them
-#     nothing extra).
+#     beforehand: how far two threads scale the reading part of the
+#     replay's work).
 #
 # "met" is judged on the medians. On a shared VM the medians move by
 # 10-20% between batches: run it twice before reading much into a figure
