@@ -39,6 +39,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$rounds$top" in *[!0-9]*) die "--rounds and --top take positive integers" ;; esac
+if [ "$rounds" -lt 1 ] || [ "$top" -lt 1 ]; then die "--rounds and --top take positive integers"; fi
 # The rounds' threads are told apart by the order they start in, and the
 # two kinds must do the same work: no flag may add threads after them or
 # change what a two-thread replay does.
@@ -47,7 +48,6 @@ for f in "${flags[@]}"; do
     --reads | --private | --scaling | --threads) die "FLAGS may not include $f" ;;
   esac
 done
-if [ "$rounds" -lt 1 ] || [ "$top" -lt 1 ]; then die "--rounds and --top take positive integers"; fi
 [ -x "$replay" ] || die "$replay is not an executable"
 [ -r "$file" ] || die "cannot read $file"
 for tool in perf addr2line nm awk sort; do

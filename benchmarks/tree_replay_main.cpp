@@ -245,6 +245,19 @@ struct ReplayResult {
   kvroute::RadixTreeStats stats;
 };
 
+// Fresh trees built as cfg asks: one, or with --private one per thread.
+std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> make_trees(const ReplayConfig& cfg,
+                                                                  std::size_t threads) {
+  kvroute::ApproxRadixTree::Options options;
+  options.huge_pages = cfg.huge_pages;
+  options.recency_shift = cfg.recency_shift;
+  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
+  for (std::size_t k = 0; k < (cfg.private_trees ? threads : 1); ++k) {
+    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
+  }
+  return trees;
+}
+
 // Replays `lines` with `threads` threads through fresh trees: on the
 // calling thread when threads == 1 and !worker_thread, else on threads of
 // their own.
@@ -255,13 +268,7 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
   const bool separate = cfg.separate, private_trees = cfg.private_trees;
   ReplayResult out;
   // One tree, or with --private one per thread.
-  kvroute::ApproxRadixTree::Options options;
-  options.huge_pages = cfg.huge_pages;
-  options.recency_shift = cfg.recency_shift;
-  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
-  for (std::size_t k = 0; k < (private_trees ? threads : 1); ++k) {
-    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
-  }
+  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees = make_trees(cfg, threads);
   std::atomic<std::size_t> affinity{0}, matched{0}, chars{0}, failed{0}, evicted{0};
   std::mutex evict_mu;
   double evict_seconds = 0;  // summed over threads
@@ -389,6 +396,19 @@ double median_of(std::vector<double> v) {
   return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// Fills out's bests, medians and ratios from R rounds' one-thread and
+// T-thread seconds; `work` is how many one-thread replays a T-thread run
+// does (T with --private, else 1).
+void summarize(const std::vector<double>& one, const std::vector<double>& many, double work,
+               Scaling& out) {
+  out.one_best = *std::min_element(one.begin(), one.end());
+  out.threads_best = *std::min_element(many.begin(), many.end());
+  out.one_median = median_of(one);
+  out.threads_median = median_of(many);
+  out.best = out.threads_best > 0 ? work * out.one_best / out.threads_best : 0.0;
+  out.median = out.threads_median > 0 ? work * out.one_median / out.threads_median : 0.0;
+}
+
 Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfig& cfg,
                         std::size_t threads, std::uint64_t rounds) {
   Scaling out;
@@ -404,24 +424,15 @@ Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfi
     many.push_back(b.seconds);
     out.failed += a.failed + b.failed;
   }
-  const double work = cfg.private_trees ? static_cast<double>(threads) : 1.0;
-  out.one_best = *std::min_element(one.begin(), one.end());
-  out.threads_best = *std::min_element(many.begin(), many.end());
-  out.one_median = median_of(one);
-  out.threads_median = median_of(many);
-  out.best = out.threads_best > 0 ? work * out.one_best / out.threads_best : 0.0;
-  out.median = out.threads_median > 0 ? work * out.one_median / out.threads_median : 0.0;
+  summarize(one, many, cfg.private_trees ? static_cast<double>(threads) : 1.0, out);
   return out;
 }
 
 // --reads R: the replay's descents alone, on trees built beforehand.
 struct ReadScaling {
-  std::uint64_t rounds = 0;
-  std::size_t failed = 0;      // inserts that failed while building (out of memory)
+  Scaling times;               // failed: inserts that failed building the trees
   std::size_t matched = 0;     // matched characters of one pass over the lines
   std::size_t mismatches = 0;  // T-thread passes that matched another total
-  double one_median = 0, threads_median = 0;
-  double best = 0, median = 0;  // one-thread seconds / T-thread seconds
 };
 
 // Reads lines from, from + step, ... of `lines` in `tree`: the replay's
@@ -444,17 +455,13 @@ std::size_t read_lines(kvroute::ApproxRadixTree& tree, const std::vector<std::st
 ReadScaling measure_reads(const std::vector<std::string>& lines, const ReplayConfig& cfg,
                           std::size_t threads, std::uint64_t rounds) {
   ReadScaling out;
-  out.rounds = rounds;
+  out.times.rounds = rounds;
   if (rounds == 0) return out;
-  kvroute::ApproxRadixTree::Options options;
-  options.huge_pages = cfg.huge_pages;
-  options.recency_shift = cfg.recency_shift;
-  std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees;
-  for (std::size_t k = 0; k < (cfg.private_trees ? threads : 1); ++k) {
-    trees.push_back(std::make_unique<kvroute::ApproxRadixTree>(options));
+  const std::vector<std::unique_ptr<kvroute::ApproxRadixTree>> trees = make_trees(cfg, threads);
+  for (const auto& tree : trees) {
     for (std::size_t i = 0; i < lines.size(); ++i) {
       bool affine = false;
-      if (!route_line(*trees.back(), lines[i], i, cfg.workers, affine).insert.ok()) ++out.failed;
+      if (!route_line(*tree, lines[i], i, cfg.workers, affine).insert.ok()) ++out.times.failed;
     }
   }
   std::vector<double> one, many;
@@ -477,12 +484,7 @@ ReadScaling measure_reads(const std::vector<std::string>& lines, const ReplayCon
     for (const std::size_t m : matched) total += m;
     if (total != out.matched) ++out.mismatches;
   }
-  const double one_best = *std::min_element(one.begin(), one.end());
-  const double many_best = *std::min_element(many.begin(), many.end());
-  out.one_median = median_of(one);
-  out.threads_median = median_of(many);
-  out.best = many_best > 0 ? one_best / many_best : 0.0;
-  out.median = out.threads_median > 0 ? out.one_median / out.threads_median : 0.0;
+  summarize(one, many, 1.0, out.times);  // every thread reads its share of the lines
   return out;
 }
 
@@ -624,9 +626,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ReadScaling reads = measure_reads(lines, cfg, threads, read_rounds);
-  if (reads.failed != 0) {
+  if (reads.times.failed != 0) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed building the --reads trees\n",
-                 reads.failed);
+                 reads.times.failed);
     return 1;
   }
   if (reads.mismatches != 0) {
@@ -684,7 +686,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(in_step ? cfg.window : 0),
       static_cast<unsigned long long>(scaling.rounds), scaling.one_best, scaling.one_median,
       scaling.threads_best, scaling.threads_median, scaling.best, scaling.median,
-      static_cast<unsigned long long>(reads.rounds), reads.matched, reads.one_median,
-      reads.threads_median, reads.best, reads.median);
+      static_cast<unsigned long long>(reads.times.rounds), reads.matched, reads.times.one_median,
+      reads.times.threads_median, reads.times.best, reads.times.median);
   return 0;
 }
