@@ -29,13 +29,16 @@
 #     --threads 2 --scaling R --reads R (default 31 rounds for the 20k
 #     files, a third of that, at least 3, for the large ones): one-thread
 #     and two-thread replays alternate on fresh trees in one process;
-#     scaling_median and scaling_best, next to two references measured in
-#     the same process: memcmp_scaling (the memcmp reference with the lines
-#     dealt to two threads: how far this machine's memory system scales
-#     plain reading of the same text) and reads_scaling_median (the
+#     scaling_median and scaling_best, next to three references measured
+#     in the same process: memcmp_scaling (the memcmp reference with the
+#     lines dealt to two threads: how far this machine's memory system
+#     scales plain reading of the same text), reads_scaling_median (the
 #     replay's descents alone, nothing inserted, on a tree built
 #     beforehand: how far two threads scale the reading part of the
-#     replay's work).
+#     replay's work) and fresh_memory_scaling_median (the tree's memory
+#     obtained from the system alone, through a new arena: how far two
+#     threads scale that part, printed with its share of the one-thread
+#     replay, fresh_memory_one_seconds_median / one_thread_seconds_median).
 #
 # "met" is judged on the medians. On a shared VM the medians move by
 # 10-20% between batches: run it twice before reading much into a figure
@@ -54,7 +57,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=${2:?--runs needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     -*) echo "check_targets: unknown option '$1'" >&2; exit 2 ;;
     *) bin=$1; shift ;;
   esac
@@ -128,7 +131,9 @@ for f in $files; do
   case "$name" in *_100000|*_200000) r=$big_rounds ;; esac
   echo "check_targets: two threads, $r rounds on $name" >&2
   j=$("$replay" "$dir/$name" --recency-shift 6 --threads 2 --scaling "$r" --reads "$r")
-  scaling[$name]="$(field scaling_median "$j") $(field scaling_best "$j") $(field memcmp_scaling "$j") $(field reads_scaling_median "$j")"
+  fresh_share=$(awk -v f="$(field fresh_memory_one_seconds_median "$j")" \
+    -v o="$(field one_thread_seconds_median "$j")" 'BEGIN { print (o > 0) ? 100 * f / o : 0 }')
+  scaling[$name]="$(field scaling_median "$j") $(field scaling_best "$j") $(field memcmp_scaling "$j") $(field reads_scaling_median "$j") $(field fresh_memory_scaling_median "$j") $fresh_share"
 done
 
 # The machine and the build, for the report.
@@ -164,7 +169,7 @@ for name in chat_20000 branchy_20000; do
 done
 for f in $files; do
   name=${f/:/_}
-  read -r med best ref reads <<<"${scaling[$name]}"
-  printf '| two threads >= 1.6x one | %s | median %.3fx, best %.3fx (memcmp alone: %.2fx; the descents alone: %.2fx) | %s |\n' \
-    "$name" "$med" "$best" "$ref" "$reads" "$(verdict "$(at_least "$med" 1.6)")"
+  read -r med best ref reads fresh share <<<"${scaling[$name]}"
+  printf '| two threads >= 1.6x one | %s | median %.3fx, best %.3fx (memcmp alone: %.2fx; the descents alone: %.2fx; fresh memory alone: %.2fx, %.0f%% of one thread) | %s |\n' \
+    "$name" "$med" "$best" "$ref" "$reads" "$fresh" "$share" "$(verdict "$(at_least "$med" 1.6)")"
 done

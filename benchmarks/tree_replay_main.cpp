@@ -91,6 +91,17 @@
 // little time and the two kinds alternate closely. On the VM measured in
 // benchmarks/README.md two threads scaled better in these rounds than as
 // the first replay of a process; it gives both.
+// Each round also measures the fresh-memory reference: as many bytes as
+// the round's one-thread tree holds from the system at its end
+// (fresh_memory_bytes: its tree_reserved_bytes), obtained through a new
+// arena of the tree's kind (detail::BlockArena, with --huge-pages as the
+// trees) in 4 KB blocks, one byte of each written, first by one thread,
+// then by T threads taking a share each (with --private each the whole
+// amount, as each builds a whole tree). It adds
+// fresh_memory_one_seconds_median, fresh_memory_threads_seconds_median and
+// fresh_memory_scaling_median: what getting the tree's memory from the
+// system costs on this machine, a part of every replay on fresh trees, and
+// how far T threads scale that part.
 //
 // --reads R measures how far T threads scale the replay's descents alone,
 // with nothing written: after the above, a one-thread replay of every
@@ -131,6 +142,7 @@
 
 #include <sys/resource.h>
 
+#include "kvroute/detail/arena.hpp"
 #include "kvroute/radix_tree.hpp"
 
 namespace {
@@ -390,6 +402,13 @@ struct Scaling {
   double best = 0, median = 0;  // one-thread seconds / T-thread seconds (x T with --private)
 };
 
+// The --scaling rounds: the replays' times, and the fresh-memory reference's.
+struct ScalingRounds {
+  Scaling replays;
+  Scaling fresh;                // fresh.failed: passes the arena could not serve
+  std::size_t fresh_bytes = 0;  // what one thread's pass obtains
+};
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -409,22 +428,69 @@ void summarize(const std::vector<double>& one, const std::vector<double>& many, 
   out.median = out.threads_median > 0 ? work * out.one_median / out.threads_median : 0.0;
 }
 
-Scaling measure_scaling(const std::vector<std::string>& lines, const ReplayConfig& cfg,
-                        std::size_t threads, std::uint64_t rounds) {
-  Scaling out;
-  out.rounds = rounds;
+// The fresh-memory reference: `bytes` of memory the system has not handed
+// out yet, obtained the way the tree obtains it (through a new arena of its
+// own kind, detail::BlockArena, in blocks of kFreshBlock bytes, one byte of
+// each written), on `threads` threads: each obtains `bytes` with
+// `private_trees` (as each builds a whole tree), else its share of it.
+// Returns the wall time (thread start to join, as a replay's), or a
+// negative value when the arena ran out of memory or holds less than the
+// blocks taken.
+constexpr std::size_t kFreshBlock = 4096;
+
+double fresh_memory_seconds(std::size_t bytes, std::size_t threads, bool private_trees,
+                            bool huge_pages) {
+  kvroute::detail::BlockArena arena(huge_pages, /*direct=*/false);
+  std::atomic<bool> failed{false};
+  const std::size_t each = private_trees ? bytes : bytes / threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (std::size_t k = 0; k < threads; ++k) {
+    pool.emplace_back([&arena, &failed, each] {
+      for (std::size_t got = 0; got < each; got += kFreshBlock) {
+        auto* p = static_cast<volatile char*>(arena.allocate(kFreshBlock));
+        if (p == nullptr) {
+          failed = true;
+          return;
+        }
+        p[0] = 1;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const double t = seconds_since(t0);
+  // Every block taken (the blocks' headers come on top).
+  const std::size_t blocks = (each + kFreshBlock - 1) / kFreshBlock * threads;
+  if (arena.reserved_bytes() < blocks * kFreshBlock) failed = true;
+  return failed ? -1.0 : t;  // the arena gives everything back here, untimed
+}
+
+ScalingRounds measure_scaling(const std::vector<std::string>& lines, const ReplayConfig& cfg,
+                              std::size_t threads, std::uint64_t rounds) {
+  ScalingRounds out;
+  out.replays.rounds = out.fresh.rounds = rounds;
   if (rounds == 0) return out;
   ReplayConfig one_cfg = cfg;
   one_cfg.private_trees = false;
-  std::vector<double> one, many;
+  const double work = cfg.private_trees ? static_cast<double>(threads) : 1.0;
+  std::vector<double> one, many, fresh_one, fresh_many;
   for (std::uint64_t k = 0; k < rounds; ++k) {
     const ReplayResult a = replay(lines, one_cfg, 1, true);
     const ReplayResult b = replay(lines, cfg, threads, false);
     one.push_back(a.seconds);
     many.push_back(b.seconds);
-    out.failed += a.failed + b.failed;
+    out.replays.failed += a.failed + b.failed;
+    // As much memory as the one-thread replay's tree took from the system.
+    if (k == 0) out.fresh_bytes = a.stats.reserved_bytes;
+    const double f1 = fresh_memory_seconds(out.fresh_bytes, 1, false, cfg.huge_pages);
+    const double ft =
+        fresh_memory_seconds(out.fresh_bytes, threads, cfg.private_trees, cfg.huge_pages);
+    if (f1 < 0 || ft < 0) ++out.fresh.failed;
+    fresh_one.push_back(f1);
+    fresh_many.push_back(ft);
   }
-  summarize(one, many, cfg.private_trees ? static_cast<double>(threads) : 1.0, out);
+  summarize(one, many, work, out.replays);
+  summarize(fresh_one, fresh_many, work, out.fresh);
   return out;
 }
 
@@ -619,10 +685,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed\n", r.failed);
     return 1;
   }
-  const Scaling scaling = measure_scaling(lines, cfg, threads, scaling_rounds);
+  const ScalingRounds rounds = measure_scaling(lines, cfg, threads, scaling_rounds);
+  const Scaling& scaling = rounds.replays;
   if (scaling.failed != 0) {
     std::fprintf(stderr, "kvroute_tree_replay: %zu inserts failed in the --scaling rounds\n",
                  scaling.failed);
+    return 1;
+  }
+  if (rounds.fresh.failed != 0) {
+    std::fprintf(stderr,
+                 "kvroute_tree_replay: the fresh-memory reference failed in %zu --scaling "
+                 "rounds (out of memory, or the arena held less than the blocks taken)\n",
+                 rounds.fresh.failed);
     return 1;
   }
   const ReadScaling reads = measure_reads(lines, cfg, threads, read_rounds);
@@ -666,7 +740,9 @@ int main(int argc, char** argv) {
       "\"threads_seconds_best\":%.6f,\"threads_seconds_median\":%.6f,\"scaling_best\":%.3f,"
       "\"scaling_median\":%.3f,\"reads_rounds\":%llu,\"reads_matched_chars\":%zu,"
       "\"reads_one_seconds_median\":%.6f,\"reads_threads_seconds_median\":%.6f,"
-      "\"reads_scaling_best\":%.3f,\"reads_scaling_median\":%.3f}\n",
+      "\"reads_scaling_best\":%.3f,\"reads_scaling_median\":%.3f,\"fresh_memory_bytes\":%zu,"
+      "\"fresh_memory_one_seconds_median\":%.6f,\"fresh_memory_threads_seconds_median\":%.6f,"
+      "\"fresh_memory_scaling_median\":%.3f}\n",
       requests, r.chars, all_bytes, static_cast<unsigned long long>(cfg.workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false",
@@ -687,6 +763,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(scaling.rounds), scaling.one_best, scaling.one_median,
       scaling.threads_best, scaling.threads_median, scaling.best, scaling.median,
       static_cast<unsigned long long>(reads.times.rounds), reads.matched, reads.times.one_median,
-      reads.times.threads_median, reads.times.best, reads.times.median);
+      reads.times.threads_median, reads.times.best, reads.times.median, rounds.fresh_bytes,
+      rounds.fresh.one_median, rounds.fresh.threads_median, rounds.fresh.median);
   return 0;
 }

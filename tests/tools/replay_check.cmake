@@ -116,6 +116,30 @@ string(JSON affinity GET "${out}" affinity_routes)
 if(affinity LESS 200)  # 48 conversations: most requests are a later turn
   message(FATAL_ERROR "chat: only ${affinity} affinity routes of 300")
 endif()
+# --scaling R: R rounds of a one-thread and a T-thread replay, and with
+# them the fresh-memory reference, which obtains as many bytes as the
+# one-thread replay's tree holds from the system (tree_reserved_bytes,
+# the same in every one-thread replay of a file) through a new arena, on
+# one thread and on T. Without --scaling the reference is not run.
+run_replay(one "${chat}" --worker-thread)
+string(JSON reserved GET "${one}" tree_reserved_bytes)
+if(NOT reserved GREATER 0)
+  message(FATAL_ERROR "chat: the tree holds no memory from the system: ${one}")
+endif()
+expect("${one}" fresh_memory_bytes 0)
+foreach(extra IN ITEMS "" "--private")
+  run_replay(out "${chat}" --threads 2 --scaling 2 ${extra})
+  expect("${out}" scaling_rounds 2)
+  expect("${out}" fresh_memory_bytes ${reserved})
+  foreach(field one_thread_seconds_median threads_seconds_median scaling_median
+                fresh_memory_one_seconds_median fresh_memory_threads_seconds_median
+                fresh_memory_scaling_median)
+    string(JSON value GET "${out}" ${field})
+    if(NOT value GREATER 0)
+      message(FATAL_ERROR "--scaling 2 ${extra}: ${field} is ${value} in ${out}")
+    endif()
+  endforeach()
+endforeach()
 run_replay(out "${chat}" --workers 4 --evict-every 50 --max-size 20000 --threads 2)
 expect("${out}" requests 300)
 string(JSON evicted GET "${out}" evicted_chars)
