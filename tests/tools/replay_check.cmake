@@ -120,7 +120,8 @@ endif()
 # them the fresh-memory reference, which obtains as many bytes as the
 # one-thread replay's tree holds from the system (tree_reserved_bytes,
 # the same in every one-thread replay of a file) through a new arena, on
-# one thread and on T. Without --scaling the reference is not run.
+# one thread and on T (the replay fails unless every block was had).
+# Without --scaling the reference is not run.
 run_replay(one "${chat}" --worker-thread)
 string(JSON reserved GET "${one}" tree_reserved_bytes)
 if(NOT reserved GREATER 0)
