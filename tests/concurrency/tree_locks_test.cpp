@@ -1,5 +1,6 @@
 // The radix tree's own locks (kvroute/detail/rw_lock.hpp): mutual exclusion
-// of SpinMutex through its spinning and its sleeping paths, RwLock's
+// of SpinMutex through its spinning and its sleeping paths, the waiters'
+// spin by the clock, RwLock's
 // readers-share / writer-alone rule, and RwLock's version, which optimistic
 // readers check instead of locking. Built to run under ThreadSanitizer too,
 // which checks that the locks order the protected writes.
@@ -40,8 +41,9 @@ TEST_CASE("tree locks: SpinMutex excludes, whether waiters spin or sleep", "[loc
       std::lock_guard<kvroute::detail::SpinMutex> g(mu);
       overlap = overlap || ++inside != 1;
       ++counter;
-      // Now and then hold it long enough that the others give up spinning
-      // and sleep, so unlock must wake them.
+      // Now and then hold it long enough (four times kSpinBeforeSleep)
+      // that the others give up spinning and sleep, so unlock must wake
+      // them.
       if (id == 0 && i % 2000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
       --inside;
     }
@@ -51,6 +53,23 @@ TEST_CASE("tree locks: SpinMutex excludes, whether waiters spin or sleep", "[loc
   CHECK(mu.try_lock());
   CHECK_FALSE(mu.try_lock());
   mu.unlock();
+}
+
+TEST_CASE("tree locks: a waiter spins for kSpinBeforeSleep by the clock, then stops", "[locks]") {
+  // Not a speed check: only that the spin ends, no sooner than its budget
+  // after it began, and that once over it stays over (a waiter that woke
+  // from its sleep goes straight back to it).
+  using Clock = std::chrono::steady_clock;
+  static_assert(kvroute::detail::kSpinBeforeSleep.count() > 0);
+  kvroute::detail::SpinWait w;
+  const Clock::time_point t0 = Clock::now();
+  std::size_t pauses = 0;
+  while (w.pause()) ++pauses;
+  const Clock::duration spun = Clock::now() - t0;
+  CHECK(pauses > 0);
+  CHECK(spun >= kvroute::detail::kSpinBeforeSleep);
+  CHECK_FALSE(w.pause());
+  CHECK_FALSE(w.pause());
 }
 
 TEST_CASE("tree locks: RwLock lets readers share and a writer hold it alone", "[locks]") {
@@ -94,8 +113,9 @@ TEST_CASE("tree locks: RwLock lets readers share and a writer hold it alone", "[
 
 TEST_CASE("tree locks: RwLock waiters that outlast the spin sleep and the unlock wakes them",
           "[locks]") {
-  // Holds far longer than a waiter spins (a few microseconds), so that
-  // both kinds of waiter reach the futex sleep and need the unlock's wake.
+  // Holds far longer than a waiter spins (kSpinBeforeSleep, 50 us), so
+  // that both kinds of waiter reach the futex sleep and need the unlock's
+  // wake.
   kvroute::detail::RwLock lock;
   std::atomic<bool> reader_in{false};
   std::atomic<bool> writer_in{false};

@@ -8,10 +8,10 @@
 //
 // RwLock: readers share it, a writer holds it alone, and a waiting writer
 // keeps new readers out so that a stream of matches cannot starve an insert.
-// Waiting spins briefly, then is a futex wait (C++20 atomic wait), so a
-// blocked thread does not burn a core for long; a waiting reader or writer
-// sets a bit before it sleeps, and an unlock makes a system call only when
-// such a bit is set.
+// Waiting spins (for kSpinBeforeSleep, 50 us), then is a futex wait (C++20
+// atomic wait), so a blocked thread does not burn a core for long; a
+// waiting reader or writer sets a bit before it sleeps, and an unlock makes
+// a system call only when such a bit is set.
 //
 // It is written on std::atomic rather than absl::Mutex for two reasons: one
 // per node must be small (absl::Mutex is eight bytes, std::shared_mutex 56),
@@ -36,6 +36,7 @@
 #define KVROUTE_DETAIL_RW_LOCK_HPP_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "kvroute/config.hpp"
@@ -53,13 +54,45 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// How many pauses a waiter on either lock spins (a few microseconds)
-// before it sleeps: the holds it waits for are short (an insert prepares
-// its allocations and copies before it takes a node exclusively; an LRU
-// list update is a few dozen pointer writes), and a futex sleep and
-// wake-up cost far more, on a virtual machine tens of microseconds
-// (measured in benchmarks/README.md).
-inline constexpr int kSpinsBeforeSleep = 200;
+// How long a waiter on either lock spins before it sleeps. Most holds it
+// waits for are short (an insert prepares its allocations and copies
+// before it takes a node exclusively; an LRU list update is a few dozen
+// pointer writes), but one can last as long as the holder's page fault or
+// the arena's prefault (tens of microseconds), and a futex sleep and
+// wake-up cost about as much again, more on a virtual machine, where the
+// sleeper's idle vCPU has to be woken. Timed by the clock, not counted in
+// pauses, whose length depends on the CPU: 200 pauses, this budget until
+// 2026-12-04, spun only a couple of microseconds on one VM's Intel cores,
+// where two threads on chat ran 2-7% faster with this spin and the waits
+// that ended in a sleep all but vanished (benchmarks/README.md, "Waiters
+// that spin by the clock").
+inline constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+
+// A waiter's spin: each pause() pauses once and says whether the waiter
+// may go on spinning: false from the first call kSpinBeforeSleep after its
+// first, and on every call after that. The clock (a vDSO call on Linux)
+// is read once every 64 pauses.
+class SpinWait {
+ public:
+  bool pause() noexcept {
+    if ((pauses_++ & 63) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (pauses_ == 1) {
+        until_ = now + kSpinBeforeSleep;
+      } else if (now >= until_) {
+        expired_ = true;
+      }
+    }
+    if (expired_) return false;
+    cpu_relax();
+    return true;
+  }
+
+ private:
+  std::uint32_t pauses_ = 0;
+  bool expired_ = false;
+  std::chrono::steady_clock::time_point until_{};
+};
 
 class RwLock {
  public:
@@ -178,7 +211,7 @@ class RwLock {
 
   KVROUTE_NOINLINE void lock_shared_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
-    for (int spins = 0;;) {
+    for (SpinWait w;;) {
       if (may_share(s)) {
         if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
                                          std::memory_order_relaxed)) {
@@ -186,7 +219,7 @@ class RwLock {
         }
         continue;
       }
-      if (spin(spins, s)) continue;
+      if (spin(w, s)) continue;
       // Say so before sleeping: unlock() wakes sleepers only when a bit
       // says there are some.
       if ((s & kReaderWaiting) == 0) {
@@ -203,7 +236,7 @@ class RwLock {
 
   KVROUTE_NOINLINE void lock_slow() noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
-    for (int spins = 0;;) {
+    for (SpinWait w;;) {
       if ((s & ~(kWriterWaiting | kReaderWaiting | kVersionMask)) == 0) {
         // Free (perhaps with waiters): take it, keeping the readers' bit and
         // the version. Other waiting writers set the writers' bit again when
@@ -214,7 +247,7 @@ class RwLock {
         }
         continue;
       }
-      if (spin(spins, s)) continue;
+      if (spin(w, s)) continue;
       if ((s & kWriterWaiting) == 0) {
         if (!state_.compare_exchange_weak(s, s | kWriterWaiting, std::memory_order_relaxed,
                                           std::memory_order_relaxed)) {
@@ -228,11 +261,9 @@ class RwLock {
   }
 
   // One pause of a waiter's spin, then s reloaded; false once the waiter
-  // has spun kSpinsBeforeSleep pauses and should sleep.
-  bool spin(int& spins, std::uint32_t& s) const noexcept {
-    if (spins >= kSpinsBeforeSleep) return false;
-    ++spins;
-    cpu_relax();
+  // has spun kSpinBeforeSleep and should sleep.
+  bool spin(SpinWait& w, std::uint32_t& s) const noexcept {
+    if (!w.pause()) return false;
     s = state_.load(std::memory_order_relaxed);
     return true;
   }
@@ -249,7 +280,7 @@ class RwLock {
 
 // `SpinMutex`, the four-byte mutex of a tree tenant's LRU list. Its critical
 // sections are a few dozen pointer updates, far shorter than a futex sleep
-// and wake-up, so a contended lock() first spins (kSpinsBeforeSleep pauses)
+// and wake-up, so a contended lock() first spins (for kSpinBeforeSleep)
 // and only then sleeps (C++20 atomic wait).
 // A plain std::mutex sleeps at once: with two threads routing to the same
 // tenant, most of the time went to futex calls. The sleeping path is the
@@ -279,10 +310,10 @@ class SpinMutex {
 
  private:
   KVROUTE_NOINLINE void lock_slow() noexcept {
-    for (int i = 0; i < kSpinsBeforeSleep; ++i) {
+    SpinWait w;
+    do {
       if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
-      cpu_relax();
-    }
+    } while (w.pause());
     while (state_.exchange(2, std::memory_order_acquire) != 0) {
       state_.wait(2, std::memory_order_relaxed);
     }
