@@ -42,7 +42,7 @@
 #
 # "met" is judged on the medians. On a shared VM the medians move by
 # 10-20% between batches: run it twice before reading much into a figure
-# near its target. Takes about a minute on 2 cores (51 s on the VM of
+# near its target. Takes about a minute on 2 cores (42-51 s on the VMs of
 # benchmarks/README.md with the files kept). Needs bash, awk and sort;
 # exits 2 on bad arguments, with a failing program's status when one
 # fails, else 0 (whether or not every target is met).

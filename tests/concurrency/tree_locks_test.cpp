@@ -44,7 +44,8 @@ TEST_CASE("tree locks: SpinMutex excludes, whether waiters spin or sleep", "[loc
       // Now and then hold it long enough (four times kSpinBeforeSleep)
       // that the others give up spinning and sleep, so unlock must wake
       // them.
-      if (id == 0 && i % 2000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (id == 0 && i % 2000 == 0)
+        std::this_thread::sleep_for(4 * kvroute::detail::kSpinBeforeSleep);
       --inside;
     }
   });
@@ -68,6 +69,7 @@ TEST_CASE("tree locks: a waiter spins for kSpinBeforeSleep by the clock, then st
   const Clock::duration spun = Clock::now() - t0;
   CHECK(pauses > 0);
   CHECK(spun >= kvroute::detail::kSpinBeforeSleep);
+  CHECK(spun < std::chrono::seconds(1));  // it ends (only a stalled thread takes long)
   CHECK_FALSE(w.pause());
   CHECK_FALSE(w.pause());
 }
@@ -113,9 +115,9 @@ TEST_CASE("tree locks: RwLock lets readers share and a writer hold it alone", "[
 
 TEST_CASE("tree locks: RwLock waiters that outlast the spin sleep and the unlock wakes them",
           "[locks]") {
-  // Holds far longer than a waiter spins (kSpinBeforeSleep, 50 us), so
-  // that both kinds of waiter reach the futex sleep and need the unlock's
-  // wake.
+  // Holds far longer than a waiter spins (kSpinBeforeSleep), so that
+  // both kinds of waiter reach the futex sleep and need the unlock's wake.
+  static_assert(std::chrono::milliseconds(20) >= 100 * kvroute::detail::kSpinBeforeSleep);
   kvroute::detail::RwLock lock;
   std::atomic<bool> reader_in{false};
   std::atomic<bool> writer_in{false};

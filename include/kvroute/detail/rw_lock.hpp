@@ -4,11 +4,11 @@
 //
 // Not API. The radix tree's own small locks: `RwLock`, the four-byte
 // reader-writer lock inside every node, and `SpinMutex` (below), the mutex
-// of a tenant's LRU list.
+// of a tenant's LRU list and of the tree's allocators' shards.
 //
 // RwLock: readers share it, a writer holds it alone, and a waiting writer
 // keeps new readers out so that a stream of matches cannot starve an insert.
-// Waiting spins (for kSpinBeforeSleep, 50 us), then is a futex wait (C++20
+// Waiting spins (for kSpinBeforeSleep), then is a futex wait (C++20
 // atomic wait), so a blocked thread does not burn a core for long; a
 // waiting reader or writer sets a bit before it sleeps, and an unlock makes
 // a system call only when such a bit is set.
@@ -61,29 +61,33 @@ inline void cpu_relax() noexcept {
 // the arena's prefault (tens of microseconds), and a futex sleep and
 // wake-up cost about as much again, more on a virtual machine, where the
 // sleeper's idle vCPU has to be woken. Timed by the clock, not counted in
-// pauses, whose length depends on the CPU: 200 pauses, this budget until
-// 2026-12-04, spun only a couple of microseconds on one VM's Intel cores,
-// where two threads on chat ran 2-7% faster with this spin and the waits
-// that ended in a sleep all but vanished (benchmarks/README.md, "Waiters
-// that spin by the clock").
+// pauses, whose length depends on the CPU: with 200 pauses, this budget
+// until 2026-12-04, waiters on one VM's Intel cores slept about ten times
+// a two-thread chat replay; with this spin two threads on chat ran 2-7%
+// faster there and the sleeps all but vanished (benchmarks/README.md,
+// "Waiters that spin by the clock"). Every SpinMutex spins the same: the
+// tenants' LRU locks, the slab's and the arena's shard locks and the
+// slab's growth lock (which some holders keep across a malloc or an
+// mmap), and the epoch domain's overflow lock.
 inline constexpr std::chrono::microseconds kSpinBeforeSleep{50};
 
 // A waiter's spin: each pause() pauses once and says whether the waiter
-// may go on spinning: false from the first call kSpinBeforeSleep after its
-// first, and on every call after that. The clock (a vDSO call on Linux)
-// is read once every 64 pauses.
+// may go on spinning: false once kSpinBeforeSleep has passed since its
+// first call (noticed within 64 calls: the clock is read once every 64
+// pauses), and on every call after that.
 class SpinWait {
  public:
   bool pause() noexcept {
+    if (expired_) return false;
     if ((pauses_++ & 63) == 0) {
       const auto now = std::chrono::steady_clock::now();
       if (pauses_ == 1) {
         until_ = now + kSpinBeforeSleep;
       } else if (now >= until_) {
         expired_ = true;
+        return false;
       }
     }
-    if (expired_) return false;
     cpu_relax();
     return true;
   }
@@ -278,10 +282,12 @@ class RwLock {
   std::atomic<std::uint32_t> state_{0};
 };
 
-// `SpinMutex`, the four-byte mutex of a tree tenant's LRU list. Its critical
-// sections are a few dozen pointer updates, far shorter than a futex sleep
-// and wake-up, so a contended lock() first spins (for kSpinBeforeSleep)
-// and only then sleeps (C++20 atomic wait).
+// `SpinMutex`, the four-byte mutex of a tree tenant's LRU list (and of the
+// slab's and the arena's shards, the slab's growth and the epoch domain's
+// overflow list). Most of its critical sections are a few dozen pointer
+// updates, far shorter than a futex sleep and wake-up, so a contended
+// lock() first spins (for kSpinBeforeSleep) and only then sleeps (C++20
+// atomic wait).
 // A plain std::mutex sleeps at once: with two threads routing to the same
 // tenant, most of the time went to futex calls. The sleeping path is the
 // classic three-state futex mutex (0 free, 1 held, 2 held with sleepers).
