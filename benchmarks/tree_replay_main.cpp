@@ -224,6 +224,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Runs f(k) for k = 0 .. n-1, each on a thread of its own, and waits for
+// them all (every timed multi-thread pass of the replay runs this way).
+template <class F>
+void on_threads(std::size_t n, F f) {
+  std::vector<std::thread> pool;
+  for (std::size_t k = 0; k < n; ++k) pool.emplace_back(f, k);
+  for (auto& th : pool) th.join();
+}
+
 // One line through `tree` by the replay's rule: the matched tenant when the
 // match rate is above 0.3 (`affine`), else tenant line mod `workers`.
 kvroute::MatchInsertResult route_line(kvroute::ApproxRadixTree& tree, const std::string& text,
@@ -362,9 +371,7 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
   if (threads == 1 && !worker_thread) {
     run(0);
   } else {
-    std::vector<std::thread> pool;
-    for (std::size_t k = 0; k < threads; ++k) pool.emplace_back(run, k);
-    for (auto& th : pool) th.join();
+    on_threads(threads, run);
   }
   out.seconds = seconds_since(t0);
   const Usage used1 = usage();
@@ -452,19 +459,15 @@ double fresh_memory_seconds(std::size_t bytes, std::size_t threads, bool private
   const std::size_t blocks_each = (each + kFreshBlock - 1) / kFreshBlock;
   std::atomic<std::size_t> taken{0};
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> pool;
-  for (std::size_t k = 0; k < threads; ++k) {
-    pool.emplace_back([&arena, &taken, blocks_each] {
-      std::size_t mine = 0;
-      for (; mine < blocks_each; ++mine) {
-        auto* p = static_cast<volatile char*>(arena.allocate(kFreshBlock));
-        if (p == nullptr) break;
-        p[0] = 1;
-      }
-      taken += mine;
-    });
-  }
-  for (auto& th : pool) th.join();
+  on_threads(threads, [&arena, &taken, blocks_each](std::size_t) {
+    std::size_t mine = 0;
+    for (; mine < blocks_each; ++mine) {
+      auto* p = static_cast<volatile char*>(arena.allocate(kFreshBlock));
+      if (p == nullptr) break;
+      p[0] = 1;
+    }
+    taken += mine;
+  });
   const double t = seconds_since(t0);
   // The arena gives everything back when it goes, after the clock stopped.
   return taken == blocks_each * threads ? t : -1.0;
@@ -542,18 +545,13 @@ ReadScaling measure_reads(const std::vector<std::string>& lines, const ReplayCon
   std::vector<double> one, many;
   for (std::uint64_t r = 0; r < rounds; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    std::thread([&] { out.matched = read_lines(*trees[0], lines, 0, 1); }).join();
+    on_threads(1, [&](std::size_t) { out.matched = read_lines(*trees[0], lines, 0, 1); });
     one.push_back(seconds_since(t0));
-    t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
     std::vector<std::size_t> matched(threads, 0);
-    for (std::size_t k = 0; k < threads; ++k) {
-      kvroute::ApproxRadixTree& tree = *trees[cfg.private_trees ? k : 0];
-      pool.emplace_back([&tree, &lines, &matched, k, threads] {
-        matched[k] = read_lines(tree, lines, k, threads);
-      });
-    }
-    for (auto& th : pool) th.join();
+    t0 = std::chrono::steady_clock::now();
+    on_threads(threads, [&](std::size_t k) {
+      matched[k] = read_lines(*trees[cfg.private_trees ? k : 0], lines, k, threads);
+    });
     many.push_back(seconds_since(t0));
     std::size_t total = 0;
     for (const std::size_t m : matched) total += m;
@@ -668,17 +666,13 @@ int main(int argc, char** argv) {
       std::atomic<int> differences{0};
       for (int pass = 0; pass < 3; ++pass) {
         const auto t0 = std::chrono::steady_clock::now();
-        std::vector<std::thread> pool;
-        for (std::size_t k = 0; k < threads; ++k) {
-          pool.emplace_back([&, k] {
-            int d = 0;
-            for (std::size_t i = k; i < lines.size(); i += threads) {
-              d += std::memcmp(lines[i].data(), copies[i].data(), lines[i].size()) != 0 ? 1 : 0;
-            }
-            differences += d;
-          });
-        }
-        for (auto& th : pool) th.join();
+        on_threads(threads, [&](std::size_t k) {
+          int d = 0;
+          for (std::size_t i = k; i < lines.size(); i += threads) {
+            d += std::memcmp(lines[i].data(), copies[i].data(), lines[i].size()) != 0 ? 1 : 0;
+          }
+          differences += d;
+        });
         const double t = seconds_since(t0);
         if (pass == 0 || t < memcmp_threads_seconds) memcmp_threads_seconds = t;
       }
