@@ -19,7 +19,11 @@
 #     thread; the median and the range of memcmp_ratio (each run's ratio to
 #     the memcmp reference it measured itself).
 #   * Memory (<= 1.2 bytes of tree per distinct character on chat, <= 3 on
-#     branchy): tree_bytes_per_char, which does not vary between runs.
+#     branchy): tree_bytes_per_char of a one-thread replay, which does not
+#     vary between runs, and of the two-thread replay below (which varies:
+#     the threads drift apart, and a turn that reaches the tree before the
+#     turn it extends makes splits one thread does not); judged on the
+#     larger.
 #   * Eviction every 100 requests (< 20% of throughput lost): chat 20k
 #     with --evict-every 100 --max-size 1000000 and branchy 20k with
 #     --max-size 50000, N processes each, interleaved with the runs above;
@@ -57,7 +61,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=${2:?--runs needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
     -*) echo "check_targets: unknown option '$1'" >&2; exit 2 ;;
     *) bin=$1; shift ;;
   esac
@@ -123,7 +127,7 @@ for ((i = 0; i < runs; ++i)); do
   evict_seconds[branchy_20000]+="$(field seconds "$j")"$'\n'
 done
 
-declare -A scaling
+declare -A scaling bpc2
 big_rounds=$(( rounds / 3 < 3 ? 3 : rounds / 3 ))
 for f in $files; do
   name=${f/:/_}
@@ -133,6 +137,7 @@ for f in $files; do
   j=$("$replay" "$dir/$name" --recency-shift 6 --threads 2 --scaling "$r" --reads "$r")
   fresh_share=$(awk -v f="$(field fresh_memory_one_seconds_median "$j")" \
     -v o="$(field one_thread_seconds_median "$j")" 'BEGIN { print (o > 0) ? 100 * f / o : 0 }')
+  bpc2[$name]=$(field tree_bytes_per_char "$j")
   scaling[$name]="$(field scaling_median "$j") $(field scaling_best "$j") $(field memcmp_scaling "$j") $(field reads_scaling_median "$j") $(field fresh_memory_scaling_median "$j") $fresh_share"
 done
 
@@ -156,8 +161,9 @@ for f in $files; do
   name=${f/:/_}
   goal=1.2
   case "$name" in branchy*) goal=3 ;; esac
-  printf '| tree bytes per distinct char <= %s | %s | %s | %s |\n' "$goal" "$name" \
-    "${bpc[$name]}" "$(verdict "$(at_least "$goal" "${bpc[$name]}")")"
+  worst=$(awk -v a="${bpc[$name]}" -v b="${bpc2[$name]}" 'BEGIN { print (a > b) ? a : b }')
+  printf '| tree bytes per distinct char <= %s | %s | %s (two threads: %s) | %s |\n' "$goal" \
+    "$name" "${bpc[$name]}" "${bpc2[$name]}" "$(verdict "$(at_least "$goal" "$worst")")"
 done
 for name in chat_20000 branchy_20000; do
   read -r without _ _ < <(printf '%s' "${seconds[$name]}" | stats)
