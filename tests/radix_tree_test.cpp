@@ -2207,6 +2207,33 @@ TEST_CASE("radix tree: a split long fragment stays in the lower part when that i
   CHECK(tree.match(a).matched == a.size());
 }
 
+TEST_CASE("radix tree: a long fragment split again and again stays long or becomes short",
+          "[radix_tree][stats]") {
+  // Each split keeps the buffer in the upper part and gives back the rest,
+  // until the upper part would be short: then it is copied out to a buffer
+  // of its own length, or into the node (8 bytes or fewer), never left in
+  // the long buffer (whose bytes a short or inline fragment would misread).
+  ApproxRadixTree tree;
+  std::mt19937_64 rng(13);
+  const std::string a = random_ascii(rng, 600);
+  tree.insert(a, t1);
+  TenantId t = t2;
+  for (const std::size_t k : {400u, 300u, 200u, 100u, 40u, 8u, 3u}) {
+    std::string b = a.substr(0, k) + random_ascii(rng, 5);
+    if (b[k] == a[k]) b[k] = b[k] == '#' ? '%' : '#';
+    tree.insert(b, t);
+    t = t == t2 ? t3 : t2;
+    INFO("split at " << k);
+    require_consistent(tree);  // also: long fragments only, nothing to give back
+    CHECK(tree.match(a).matched == a.size());
+    CHECK(tree.match(b).matched == b.size());
+    REQUIRE(tree.debug_node(a.substr(0, k)).has_value());
+    CHECK(tree.debug_node(a.substr(0, k))->fragment.size() <= k);
+  }
+  CHECK(tree.debug_node(a.substr(0, 3))->fragment == a.substr(0, 3));
+  CHECK(tree.stats().units == a.size() + 7 * 5);
+}
+
 TEST_CASE("radix tree: a long text cut down to a few shared characters leaves no dead buffer",
           "[radix_tree][stats]") {
   // The owner of a long text goes, and other tenants keep only its first

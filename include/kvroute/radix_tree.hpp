@@ -184,7 +184,8 @@
 //     current. A match's result could then be wrong (its length or
 //     tenant); an insert going on from such a descent could record a
 //     wrong path or split in the tree. Never memory: what a descent reads
-//     stays allocated until it leaves.
+//     stays allocated until it leaves (or, for the bytes a split gives
+//     back, mapped: see trim_frag).
 //
 // Complexity (L = sequence length, d = depth of the path, T = tenants at a
 // node, C = children at a node; all small in practice):
@@ -1160,12 +1161,13 @@ class BasicApproxRadixTree {
   // written over the bytes just before it, which the upper part no longer
   // uses.
   //   * A buffer from the arena's regions (detail::BlockArena::can_shrink):
-  //     the longer part keeps it, and the buffer gives back at once the
-  //     bytes the other part took with it, its end or its start (trim_frag,
-  //     trim_frag_front), so it holds no dead bytes beyond a piece too
-  //     small to be a free block (under 48). (When the lower part is the
-  //     longer but the upper part is under kFragHeader bytes, which leaves
-  //     no room for its header, the rule below decides.) Splits about in
+  //     the longer part keeps it if that part is long (kLongBytes or more;
+  //     a lower part also needs the upper part's last kFragHeader bytes for
+  //     its header), and the buffer gives back at once the bytes the other
+  //     part took with it, its end or its start (trim_frag,
+  //     trim_frag_front); otherwise both parts are copied. So such a buffer
+  //     holds a long fragment, its header and, before that, fewer than 48
+  //     bytes it could not give back (check_invariants). Splits about in
   //     half are what a turn that reaches the tree before the turn it
   //     extends makes (two threads that drift apart on chat, or a host's
   //     retries): the later turn's leaf holds both new messages, and the
@@ -1185,6 +1187,10 @@ class BasicApproxRadixTree {
   static constexpr std::size_t kLongBytes = 256;
   static constexpr std::size_t kFragHeader = 16;
   static constexpr std::size_t kDeadPerLive = 3;
+  // A shrinkable buffer's fragment starts fewer than this many bytes in:
+  // its header and what trim_frag_front could not give back (a piece under
+  // BlockArena::kMinCut, plus the rounding to 16 bytes).
+  static constexpr std::size_t kTrimmedOffset = kFragHeader + detail::BlockArena::kMinCut + 16;
   struct FragHeader {
     std::size_t offset;  // from the buffer's start to the fragment
     std::size_t total;   // the buffer's size
@@ -1289,11 +1295,14 @@ class BasicApproxRadixTree {
     const std::size_t up = k * sizeof(Symbol);
     const std::size_t low = (x.len - k) * sizeof(Symbol);
     if (arena_.can_shrink(total)) {
-      // The longer part keeps the buffer and it gives back the rest (see
-      // "Fragments" above). The lower part needs the upper part's last
-      // kFragHeader bytes for its header.
-      if (up >= low) return SplitFrag::kUpperKeeps;
-      if (up >= kFragHeader) return SplitFrag::kLowerKeeps;
+      // The longer part keeps the buffer, if it is long, and the buffer
+      // gives back the rest (see "Fragments" above); the lower part also
+      // needs the upper part's last kFragHeader bytes for its header.
+      // Otherwise both parts are copied, each to a buffer (or into a
+      // node) of its own length.
+      if (up >= low && up >= kLongBytes) return SplitFrag::kUpperKeeps;
+      if (low > up && low >= kLongBytes && up >= kFragHeader) return SplitFrag::kLowerKeeps;
+      return SplitFrag::kCopyBoth;
     }
     // A part may keep the buffer while the rest of it (its dead bytes,
     // header included) is at most kDeadPerLive times what it uses, plus
@@ -1726,7 +1735,8 @@ class BasicApproxRadixTree {
   // against the snapshot's fragment, and the child found in the snapshot's
   // block is checked against the version again before it is followed.
   // Everything the walk may read stays allocated while the caller's section
-  // is open (retire_*). At the end it locks the parent (with KeepParent) and
+  // is open (retire_*), but for the bytes a split gives back, which stay
+  // mapped (trim_frag). At the end it locks the parent (with KeepParent) and
   // the node shared and checks that neither changed since its snapshot;
   // then the result is exactly what a locked descent would have returned at
   // that moment. Like descend, it goes into a child only if `enter` allows
@@ -2558,6 +2568,10 @@ class BasicApproxRadixTree {
         }
         if (h.total - live > kDeadPerLive * live + kFragHeader) {
           return fail("a buffer holds too many dead bytes");
+        }
+        if (arena_.can_shrink(h.total) &&
+            (live < kLongBytes || h.offset + live != h.total || h.offset >= kTrimmedOffset)) {
+          return fail("a shrinkable buffer holds a short fragment or bytes it could give back");
         }
       }
       bytes += Node::child_block_bytes(n->cap_child());

@@ -207,10 +207,11 @@ TEST_CASE("arena: a block shrunk from the front keeps its bytes and frees the st
   REQUIRE(b != nullptr);
   for (std::size_t i = 0; i < 4000; ++i) a[i] = static_cast<unsigned char>(i % 251);
   // Not a multiple of 16, too short a cut for a free block, or too long
-  // for what stays: refused.
+  // for what stays (however long): refused.
   CHECK_FALSE(arena.shrink_front(a, 4000, 40));
   CHECK_FALSE(arena.shrink_front(a, 4000, 16));
   CHECK_FALSE(arena.shrink_front(a, 4000, 3984));
+  CHECK_FALSE(arena.shrink_front(a, 4000, ~std::size_t{15}));  // no wrap-around
   REQUIRE(arena.shrink_front(a, 4000, 3008));
   unsigned char* kept = moved_start(a + 3008);
   bool same = true;

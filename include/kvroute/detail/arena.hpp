@@ -50,8 +50,8 @@
 //
 //   detail::BlockArena arena;       // or arena(/*huge_pages=*/true)
 //   void* p = arena.allocate(100);  // null when out of memory
-//   if (arena.shrink(p, 100, 40)) { /* p is now a block of 40 bytes */ }
-//   arena.deallocate(p, 40);        // the size given to allocate (or shrink)
+//   const std::size_t n = arena.shrink(p, 100, 40) ? 40 : 100;
+//   arena.deallocate(p, n);         // the size given to allocate (or shrink)
 
 #ifndef KVROUTE_DETAIL_ARENA_HPP_
 #define KVROUTE_DETAIL_ARENA_HPP_
@@ -211,7 +211,8 @@ class BlockArena {
   // free block before it (cut >= kMinCut) and one after (n - cut >= 24).
   static constexpr std::size_t kMinCut = 32;
   bool shrink_front(void* p, std::size_t n, std::size_t cut) noexcept {
-    if (p == nullptr || !can_shrink(n) || cut % 16 != 0 || cut < kMinCut || cut + kMinPayload > n) {
+    if (p == nullptr || !can_shrink(n) || cut % 16 != 0 || cut < kMinCut || n < kMinPayload ||
+        cut > n - kMinPayload) {
       return false;
     }
     char* b = static_cast<char*>(p) - kHeader;
