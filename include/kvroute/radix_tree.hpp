@@ -101,10 +101,7 @@
 //     reader may be looking at (a fragment, a child or tenant block, an
 //     unlinked node's slot) is retired, not freed, and freed once no reader
 //     that could hold it is left (epoch-based reclamation,
-//     detail/epoch.hpp); the one exception, the part of a long
-//     fragment's buffer that a split gives back (see trim_frag), stays
-//     mapped while a reader may read it, and what the reader read there is
-//     discarded by its version check. The other operations, and an insert below the
+//     detail/epoch.hpp). The other operations, and an insert below the
 //     deepest node its tenant held, descend with lock coupling
 //     (the child's lock is taken before the parent's is released), so they
 //     hold at most two node locks (three, for an instant, in an insert), and
@@ -184,8 +181,7 @@
 //     current. A match's result could then be wrong (its length or
 //     tenant); an insert going on from such a descent could record a
 //     wrong path or split in the tree. Never memory: what a descent reads
-//     stays allocated until it leaves (or, for the bytes a split gives
-//     back, mapped: see trim_frag).
+//     stays allocated until it leaves.
 //
 // Complexity (L = sequence length, d = depth of the path, T = tenants at a
 // node, C = children at a node; all small in practice):
@@ -1155,42 +1151,20 @@ class BasicApproxRadixTree {
   // one. A long one lies in a buffer of its own, after a 16-byte header
   // written just before the fragment: its distance from the buffer's start,
   // and the buffer's size. A split leaves the buffer to one part and copies
-  // the other (one allocation: a free of another thread's block is what
-  // made glibc's malloc the bottleneck with two threads on chat); the upper
-  // part keeps it in place, the lower part keeps it with a new header
-  // written over the bytes just before it, which the upper part no longer
-  // uses.
-  //   * A buffer from the arena's regions (detail::BlockArena::can_shrink):
-  //     the longer part keeps it if that part is long (kLongBytes or more;
-  //     a lower part also needs the upper part's last kFragHeader bytes for
-  //     its header), and the buffer gives back at once the bytes the other
-  //     part took with it, its end or its start (trim_frag,
-  //     trim_frag_front); otherwise both parts are copied. So such a buffer
-  //     holds a long fragment, its header and, before that, fewer than 48
-  //     bytes it could not give back (check_invariants). Splits about in
-  //     half are what a turn that reaches the tree before the turn it
-  //     extends makes (two threads that drift apart on chat, or a host's
-  //     retries): the later turn's leaf holds both new messages, and the
-  //     earlier turn splits it. With either half keeping the whole buffer,
-  //     two-thread chat replays held 1.19-1.36 bytes per character against
-  //     one thread's 1.10 (benchmarks/README.md, "Splits give back what
-  //     they copy out").
-  //   * A buffer from malloc (over BlockArena::kMaxBlock, or the direct
-  //     arena under AddressSanitizer): a part keeps it as long as it still
-  //     uses at least a quarter of it (kDeadPerLive); otherwise both parts
-  //     are copied and the buffer is freed. So such a buffer never holds
-  //     more than kDeadPerLive dead bytes per live one (plus its header).
-  //     (With half instead of a quarter, two threads on chat ran at 0.88x
-  //     one thread instead of 1.15-1.36x: most splits then copied both
-  //     parts and freed the other thread's buffer.)
-  // Either way a buffer goes with its one node.
+  // the other (one allocation, no free: a free of another thread's block is
+  // what made glibc's malloc the bottleneck with two threads on chat) as
+  // long as the part that keeps it still uses at least a quarter of it
+  // (kDeadPerLive); the upper part keeps it in place, the lower part keeps
+  // it with a new header written over the bytes just before it, which the
+  // upper part no longer uses. Otherwise both parts are copied and the
+  // buffer is freed. So a buffer never holds more than kDeadPerLive dead
+  // bytes per live one (plus its header), and it goes with its one node.
+  // (With half instead of a quarter, two threads on chat ran at 0.88x one
+  // thread instead of 1.15-1.36x: most splits then copied both parts and
+  // freed the other thread's buffer.)
   static constexpr std::size_t kLongBytes = 256;
   static constexpr std::size_t kFragHeader = 16;
   static constexpr std::size_t kDeadPerLive = 3;
-  // A shrinkable buffer's fragment starts fewer than this many bytes in:
-  // its header and what trim_frag_front could not give back (a piece under
-  // BlockArena::kMinCut, plus the rounding to 16 bytes).
-  static constexpr std::size_t kTrimmedOffset = kFragHeader + detail::BlockArena::kMinCut + 16;
   struct FragHeader {
     std::size_t offset;  // from the buffer's start to the fragment
     std::size_t total;   // the buffer's size
@@ -1289,21 +1263,11 @@ class BasicApproxRadixTree {
     if (!filled) std::memcpy(buf, src, len * sizeof(Symbol));
   }
 
-  SplitFrag split_frag(const Node& x, std::size_t k) const noexcept {
+  static SplitFrag split_frag(const Node& x, std::size_t k) noexcept {
     if (x.frag_kind != detail::kFragInBuffer) return SplitFrag::kCopyBoth;
     const std::size_t total = frag_header(x.frag.ptr).total;
     const std::size_t up = k * sizeof(Symbol);
     const std::size_t low = (x.len - k) * sizeof(Symbol);
-    if (arena_.can_shrink(total)) {
-      // The longer part keeps the buffer, if it is long, and the buffer
-      // gives back the rest (see "Fragments" above); the lower part also
-      // needs the upper part's last kFragHeader bytes for its header.
-      // Otherwise both parts are copied, each to a buffer (or into a
-      // node) of its own length.
-      if (up >= low && up >= kLongBytes) return SplitFrag::kUpperKeeps;
-      if (low > up && low >= kLongBytes && up >= kFragHeader) return SplitFrag::kLowerKeeps;
-      return SplitFrag::kCopyBoth;
-    }
     // A part may keep the buffer while the rest of it (its dead bytes,
     // header included) is at most kDeadPerLive times what it uses, plus
     // the header.
@@ -1313,40 +1277,6 @@ class BasicApproxRadixTree {
     if (upper_ok && (!lower_ok || low <= up)) return SplitFrag::kUpperKeeps;  // copy the lower
     if (lower_ok) return SplitFrag::kLowerKeeps;                              // copy the upper
     return SplitFrag::kCopyBoth;
-  }
-
-  // Gives back the end of f's buffer (kFragInBuffer) past its first len
-  // symbols, where the arena can (a split's upper part that keeps the
-  // buffer, once the lower part is copied out). The bytes given back may
-  // be reused at once although an optimistic descent may still be
-  // comparing against the split node's fragment as it was before: what it
-  // reads there stays mapped (a region goes back to the system only when
-  // all its blocks are free, and the rest of this block is retired, not
-  // freed, when its node goes, so not before the descent's section ends),
-  // and the split moved the node's version, so the descent discards what
-  // it read (descend_opt).
-  void trim_frag(Symbol* f, std::size_t len) noexcept {
-    const FragHeader h = frag_header(f);
-    const std::size_t keep = h.offset + len * sizeof(Symbol);
-    if (keep >= h.total) return;
-    char* base = reinterpret_cast<char*>(f) - h.offset;
-    if (!arena_.shrink(base, h.total, keep)) return;
-    counts_.sub(kBytes, h.total - keep);
-    set_frag_header(f, {h.offset, keep});
-  }
-
-  // Gives back the start of f's buffer (kFragInBuffer) up to the 16-byte
-  // boundary at or before f's header, where the arena can (a split's lower
-  // part that keeps the buffer, once the upper part is copied out): as
-  // trim_frag, for the bytes before the fragment.
-  void trim_frag_front(Symbol* f) noexcept {
-    const FragHeader h = frag_header(f);
-    char* base = reinterpret_cast<char*>(f) - h.offset;
-    const auto at = reinterpret_cast<std::uintptr_t>(f) - kFragHeader;
-    const std::size_t cut = (at & ~std::uintptr_t{15}) - reinterpret_cast<std::uintptr_t>(base);
-    if (!arena_.shrink_front(base, h.total, cut)) return;
-    counts_.sub(kBytes, cut);
-    set_frag_header(f, {h.offset - cut, h.total - cut});
   }
 
   static std::uint32_t grown(std::uint32_t cap, std::uint32_t need) noexcept {
@@ -1735,8 +1665,7 @@ class BasicApproxRadixTree {
   // against the snapshot's fragment, and the child found in the snapshot's
   // block is checked against the version again before it is followed.
   // Everything the walk may read stays allocated while the caller's section
-  // is open (retire_*), but for the bytes a split gives back, which stay
-  // mapped (trim_frag). At the end it locks the parent (with KeepParent) and
+  // is open (retire_*). At the end it locks the parent (with KeepParent) and
   // the node shared and checks that neither changed since its snapshot;
   // then the result is exactly what a locked descent would have returned at
   // that moment. Like descend, it goes into a child only if `enter` allows
@@ -1961,7 +1890,6 @@ class BasicApproxRadixTree {
       }
       case SplitFrag::kUpperKeeps:  // x keeps the buffer, shortened
         set_frag(*lo, p.lower_frag, src + k, lo->len);
-        trim_frag(x.frag.ptr, k);
         break;
       case SplitFrag::kLowerKeeps: {  // lo takes the buffer from src + k on
         const FragHeader h = frag_header(x.frag.ptr);
@@ -1970,7 +1898,6 @@ class BasicApproxRadixTree {
         lo->frag.ptr = buf + k;
         lo->frag_kind = detail::kFragInBuffer;
         set_frag_header(lo->frag.ptr, {h.offset + k * sizeof(Symbol), h.total});
-        trim_frag_front(lo->frag.ptr);
         break;
       }
     }
@@ -2568,10 +2495,6 @@ class BasicApproxRadixTree {
         }
         if (h.total - live > kDeadPerLive * live + kFragHeader) {
           return fail("a buffer holds too many dead bytes");
-        }
-        if (arena_.can_shrink(h.total) &&
-            (live < kLongBytes || h.offset + live != h.total || h.offset >= kTrimmedOffset)) {
-          return fail("a shrinkable buffer holds a short fragment or bytes it could give back");
         }
       }
       bytes += Node::child_block_bytes(n->cap_child());

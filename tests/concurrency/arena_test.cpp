@@ -2,8 +2,7 @@
 // fragments and blocks: blocks are aligned, distinct and keep what was
 // written to them; freed neighbours merge so that the space is reusable at
 // any size; a region whose blocks are all free goes back to the system
-// (beyond one spare per shard); a shrunk block's end is reused at once;
-// requests above kMaxBlock go to malloc (and are not shrunk); and
+// (beyond one spare per shard); requests above kMaxBlock go to malloc; and
 // threads that allocate and free each other's blocks corrupt nothing (also
 // under ThreadSanitizer and AddressSanitizer).
 
@@ -44,16 +43,6 @@ bool intact(const Live& b) {
     if (b.p[i] != b.fill) return false;
   }
   return true;
-}
-
-// A pointer into a block that shrink_front moved on, as the caller would
-// have it from its own bookkeeping: opaque to the compiler, which would
-// otherwise see the malloc path of deallocate (a direct arena) handed an
-// interior pointer, and warn.
-template <class T>
-T* moved_start(T* p) {
-  asm volatile("" : "+r"(p));  // NOLINT(hicpp-no-assembler)
-  return p;
 }
 
 // The allocator itself, also under AddressSanitizer (where the tree's arena
@@ -140,144 +129,6 @@ TEST_CASE("arena: freed neighbours merge into one reusable block", "[arena]") {
   CHECK(static_cast<char*>(big) < static_cast<char*>(first) + 1100);
   arena.deallocate(big, 1000 * small.size());
   arena.deallocate(first, 1000);
-}
-
-TEST_CASE("arena: a shrunk block gives its end back for reuse, keeping its first bytes",
-          "[arena]") {
-  BlockArena arena = make_arena();
-  auto* a = static_cast<unsigned char*>(arena.allocate(4000));
-  auto* b = static_cast<unsigned char*>(arena.allocate(100));  // a's neighbour, stays used
-  REQUIRE(a != nullptr);
-  REQUIRE(b != nullptr);
-  REQUIRE(b > a);
-  const Live head{a, 1000, 0x11};
-  const Live tail_owner{b, 100, 0x22};
-  fill(head);
-  fill(tail_owner);
-  const std::size_t reserved = arena.reserved_bytes();
-  REQUIRE(arena.can_shrink(4000));
-  REQUIRE(arena.shrink(a, 4000, 1000));
-  CHECK(intact(head));
-  CHECK(intact(tail_owner));
-  CHECK(arena.reserved_bytes() == reserved);
-  // The 3,000 bytes given back hold a block of 2,900 between a and b.
-  auto* c = static_cast<unsigned char*>(arena.allocate(2900));
-  REQUIRE(c != nullptr);
-  CHECK(c >= a + 1000);
-  CHECK(c + 2900 <= b);
-  const Live reused{c, 2900, 0x33};
-  fill(reused);
-  CHECK(intact(head));
-  CHECK(intact(tail_owner));
-  arena.deallocate(c, 2900);
-  arena.deallocate(a, 1000);  // the size it was shrunk to
-  arena.deallocate(b, 100);
-  CHECK(arena.reserved_bytes() <= kHugeBytes);  // everything free again
-}
-
-TEST_CASE("arena: a shrunk block's end merges with a free block after it", "[arena]") {
-  BlockArena arena = make_arena();
-  void* a = arena.allocate(2000);
-  void* b = arena.allocate(2000);
-  void* c = arena.allocate(100);
-  REQUIRE(a != nullptr);
-  REQUIRE(b != nullptr);
-  REQUIRE(c != nullptr);
-  arena.deallocate(b, 2000);
-  REQUIRE(arena.shrink(a, 2000, 500));
-  // Only the end of a and b's space together hold 3,400 bytes before c.
-  void* d = arena.allocate(3400);
-  REQUIRE(d != nullptr);
-  CHECK(static_cast<char*>(d) > static_cast<char*>(a));
-  CHECK(static_cast<char*>(d) < static_cast<char*>(c));
-  arena.deallocate(d, 3400);
-  // A cut too small to hold a free block leaves the block as it was, and
-  // it is still freed by its new size.
-  REQUIRE(arena.shrink(a, 500, 490));
-  arena.deallocate(a, 490);
-  arena.deallocate(c, 100);
-  CHECK(arena.reserved_bytes() <= kHugeBytes);
-}
-
-TEST_CASE("arena: a block shrunk from the front keeps its bytes and frees the start", "[arena]") {
-  BlockArena arena = make_arena();
-  auto* a = static_cast<unsigned char*>(arena.allocate(4000));
-  auto* b = static_cast<unsigned char*>(arena.allocate(100));
-  REQUIRE(a != nullptr);
-  REQUIRE(b != nullptr);
-  for (std::size_t i = 0; i < 4000; ++i) a[i] = static_cast<unsigned char>(i % 251);
-  // Not a multiple of 16, too short a cut for a free block, or too long
-  // for what stays (however long): refused.
-  CHECK_FALSE(arena.shrink_front(a, 4000, 40));
-  CHECK_FALSE(arena.shrink_front(a, 4000, 16));
-  CHECK_FALSE(arena.shrink_front(a, 4000, 3984));
-  CHECK_FALSE(arena.shrink_front(a, 4000, ~std::size_t{15}));  // no wrap-around
-  REQUIRE(arena.shrink_front(a, 4000, 3008));
-  unsigned char* kept = moved_start(a + 3008);
-  bool same = true;
-  for (std::size_t i = 3008; i < 4000; ++i)
-    same = same && a[i] == static_cast<unsigned char>(i % 251);
-  CHECK(same);
-  // The 3,008 bytes before it hold a block of 2,900.
-  auto* c = static_cast<unsigned char*>(arena.allocate(2900));
-  REQUIRE(c != nullptr);
-  CHECK(c >= a);
-  CHECK(c + 2900 <= kept);
-  std::memset(c, 0x77, 2900);
-  same = true;
-  for (std::size_t i = 3008; i < 4000; ++i)
-    same = same && a[i] == static_cast<unsigned char>(i % 251);
-  CHECK(same);
-  // Freed in any order, by their new sizes: everything merges again.
-  arena.deallocate(kept, 4000 - 3008);
-  arena.deallocate(c, 2900);
-  arena.deallocate(b, 100);
-  CHECK(arena.reserved_bytes() <= kHugeBytes);
-  void* whole = arena.allocate(4000 + 100);
-  REQUIRE(whole != nullptr);
-  CHECK(whole == a);
-  arena.deallocate(whole, 4100);
-}
-
-TEST_CASE("arena: a block shrunk from the front merges with a free block before it", "[arena]") {
-  BlockArena arena = make_arena();
-  void* a = arena.allocate(1000);
-  auto* b = static_cast<char*>(arena.allocate(2000));
-  void* c = arena.allocate(100);
-  REQUIRE(a != nullptr);
-  REQUIRE(b != nullptr);
-  REQUIRE(c != nullptr);
-  arena.deallocate(a, 1000);
-  REQUIRE(arena.shrink_front(b, 2000, 1200));
-  // a's space and b's first 1,200 bytes together hold 2,100.
-  void* d = arena.allocate(2100);
-  REQUIRE(d != nullptr);
-  CHECK(d == a);
-  arena.deallocate(d, 2100);
-  arena.deallocate(moved_start(b + 1200), 800);
-  arena.deallocate(c, 100);
-  CHECK(arena.reserved_bytes() <= kHugeBytes);
-}
-
-TEST_CASE("arena: blocks from malloc are not shrunk", "[arena]") {
-  BlockArena arena = make_arena();
-  const std::size_t big = BlockArena::kMaxBlock + 1;
-  void* p = arena.allocate(big);
-  REQUIRE(p != nullptr);
-  CHECK_FALSE(arena.can_shrink(big));
-  CHECK_FALSE(arena.shrink(p, big, 100));
-  CHECK_FALSE(arena.shrink_front(p, big, 4096));
-  CHECK(arena.reserved_bytes() == big);
-  arena.deallocate(p, big);
-  BlockArena direct(/*huge_pages=*/false, /*direct=*/true);
-  void* q = direct.allocate(1000);
-  REQUIRE(q != nullptr);
-  CHECK_FALSE(direct.can_shrink(1000));
-  CHECK_FALSE(direct.shrink(q, 1000, 10));
-  CHECK_FALSE(direct.shrink_front(q, 1000, 512));
-  CHECK(direct.reserved_bytes() == 1000);
-  direct.deallocate(q, 1000);
-  CHECK(direct.reserved_bytes() == 0);
 }
 
 TEST_CASE("arena: empty regions go back to the system, one spare kept", "[arena]") {
@@ -396,7 +247,7 @@ TEST_CASE("arena: requests above kMaxBlock go to malloc and are counted", "[aren
   CHECK(arena.reserved_bytes() == 0);
 }
 
-TEST_CASE("arena: threads free and shrink each other's blocks without corrupting any", "[arena]") {
+TEST_CASE("arena: threads free each other's blocks without corrupting any", "[arena]") {
   BlockArena arena = make_arena();
   constexpr int kThreads = 4;
   constexpr int kRounds = 20000;
@@ -432,24 +283,7 @@ TEST_CASE("arena: threads free and shrink each other's blocks without corrupting
         }
         if (victim.p != nullptr) {
           if (!intact(victim)) corrupt.fetch_add(1);
-          if (victim.n > 64 && rng() % 4 == 0) {
-            // Shrink it instead (often another thread's block) and put it
-            // back: its first or last half must stay, the rest is reused.
-            const std::size_t half = victim.n / 2 & ~std::size_t{15};
-            if (rng() % 2 == 0) {
-              if (!arena.shrink(victim.p, victim.n, half)) failed.fetch_add(1);
-              victim.n = half;
-            } else {
-              if (!arena.shrink_front(victim.p, victim.n, half)) failed.fetch_add(1);
-              victim.p = moved_start(victim.p + half);
-              victim.n -= half;
-            }
-            if (!intact(victim)) corrupt.fetch_add(1);
-            std::lock_guard<std::mutex> g(mu);
-            pile.push_back(victim);
-          } else {
-            arena.deallocate(victim.p, victim.n);
-          }
+          arena.deallocate(victim.p, victim.n);
         }
       }
     });

@@ -34,24 +34,16 @@
 // Requests above kMaxBlock go to malloc (dealloc is given the size, so the
 // arena knows which is which).
 //
-// shrink() and shrink_front() give back the end or the start of a block in
-// place (a split of one of the radix tree's long fragments leaves the
-// buffer to the longer part and copies out the other, whose bytes are
-// then dead): they become a free block at once, merged with a free
-// neighbour.
-//
 // Under AddressSanitizer (KVROUTE_ASAN) an arena built with the default
 // `direct` passes every request to malloc, so that a use after free in the
 // tree is caught; the arena's own tests build it with direct = false.
 //
-// Thread safety: allocate, deallocate, shrink and shrink_front may run
-// concurrently from any threads (on different blocks). reserved_bytes() is
-// a relaxed read.
+// Thread safety: allocate and deallocate may run concurrently from any
+// threads. reserved_bytes() is a relaxed read.
 //
 //   detail::BlockArena arena;       // or arena(/*huge_pages=*/true)
 //   void* p = arena.allocate(100);  // null when out of memory
-//   const std::size_t n = arena.shrink(p, 100, 40) ? 40 : 100;
-//   arena.deallocate(p, n);         // the size given to allocate (or shrink)
+//   arena.deallocate(p, 100);       // the size given to allocate
 
 #ifndef KVROUTE_DETAIL_ARENA_HPP_
 #define KVROUTE_DETAIL_ARENA_HPP_
@@ -184,42 +176,6 @@ class BlockArena {
     Shard* s = shards_[owner(load_word(b))].load(std::memory_order_acquire);
     std::lock_guard<SpinMutex> g(s->mu);
     s->deallocate(b, *this);
-  }
-
-  // Whether shrink() works on a block of n bytes: one from the arena's
-  // regions (not malloc: above kMaxBlock, or a direct arena).
-  bool can_shrink(std::size_t n) const noexcept { return n <= kMaxBlock && !direct_; }
-
-  // Makes p (from allocate(n), any thread) a block of new_n <= n bytes: the
-  // rest goes back to p's shard as a free block (unless it would be too
-  // small to hold one; it then stays with p). The first new_n bytes stay
-  // where they are, untouched. False, with nothing changed, unless
-  // can_shrink(n); then deallocate p with n as before.
-  bool shrink(void* p, std::size_t n, std::size_t new_n) noexcept {
-    if (p == nullptr || !can_shrink(n) || new_n > n) return false;
-    char* b = static_cast<char*>(p) - kHeader;
-    Shard* s = shards_[owner(load_word(b))].load(std::memory_order_acquire);
-    std::lock_guard<SpinMutex> g(s->mu);
-    s->shrink(b, payload_for(new_n));
-    return true;
-  }
-
-  // Gives back the first `cut` bytes of p (from allocate(n), any thread),
-  // cut a multiple of 16: the block then starts at p + cut, where its
-  // bytes stay untouched, and is deallocated as (p + cut, n - cut). False,
-  // with nothing changed, unless can_shrink(n) and cut leaves room for a
-  // free block before it (cut >= kMinCut) and one after (n - cut >= 24).
-  static constexpr std::size_t kMinCut = 32;
-  bool shrink_front(void* p, std::size_t n, std::size_t cut) noexcept {
-    if (p == nullptr || !can_shrink(n) || cut % 16 != 0 || cut < kMinCut || n < kMinPayload ||
-        cut > n - kMinPayload) {
-      return false;
-    }
-    char* b = static_cast<char*>(p) - kHeader;
-    Shard* s = shards_[owner(load_word(b))].load(std::memory_order_acquire);
-    std::lock_guard<SpinMutex> g(s->mu);
-    s->shrink_front(b, cut);
-    return true;
   }
 
   // What the arena holds from the system: its regions and its large blocks
@@ -469,8 +425,20 @@ class BlockArena {
       std::size_t size = size_of(w);
       std::uint64_t keep = w & kFirst;
       // Merge with the next block, then with the previous one.
-      absorb_next(b, size);
-      if ((w & kPrevFree) != 0) absorb_prev(b, size, keep);
+      char* n = next_block(b, size);
+      const std::uint64_t nw = load_word(n);
+      if ((nw & kFree) != 0) {
+        unlink_free(n, size_of(nw));
+        size += kHeader + size_of(nw);
+      }
+      if ((w & kPrevFree) != 0) {
+        char* p = load_ptr(b - 8);
+        const std::uint64_t pw = load_word(p);
+        unlink_free(p, size_of(pw));
+        size += kHeader + size_of(pw);
+        b = p;
+        keep = pw & (kFirst | kPrevFree);
+      }
       if ((keep & kFirst) != 0 && is_sentinel(load_word(next_block(b, size)))) {
         // The whole region is free.
         Region* r = region_of_first(b);
@@ -482,57 +450,6 @@ class BlockArena {
       }
       mark_free(b, keep, size);
       push_free(b, size);
-    }
-
-    // A block about to be freed, b with payload `size`, takes in the free
-    // block after it (which leaves its list).
-    void absorb_next(char* b, std::size_t& size) noexcept {
-      char* n = next_block(b, size);
-      const std::uint64_t nw = load_word(n);
-      if ((nw & kFree) == 0) return;
-      unlink_free(n, size_of(nw));
-      size += kHeader + size_of(nw);
-    }
-    // ... or is taken in by the free block before it (b's kPrevFree is set):
-    // b becomes that block, `keep` its flags to keep.
-    void absorb_prev(char*& b, std::size_t& size, std::uint64_t& keep) noexcept {
-      char* p = load_ptr(b - 8);
-      const std::uint64_t pw = load_word(p);
-      unlink_free(p, size_of(pw));
-      size += kHeader + size_of(pw);
-      b = p;
-      keep = pw & (kFirst | kPrevFree);
-    }
-
-    // Cuts used block b down to a payload of `size` (a payload_for size),
-    // freeing the rest (merged with the next block if that is free) when
-    // the rest can hold a free block. b's flags and owner stay.
-    void shrink(char* b, std::size_t size) noexcept {
-      const std::uint64_t w = load_word(b);
-      const std::size_t old_size = size_of(w);
-      if (old_size < size + kHeader + kMinPayload) return;
-      store_word(b, (w & ~kSizeMask) | size);
-      char* rest = next_block(b, size);
-      std::size_t rest_size = old_size - size - kHeader;
-      absorb_next(rest, rest_size);
-      mark_free(rest, 0, rest_size);  // its previous block (b) is used
-      push_free(rest, rest_size);
-    }
-
-    // Moves the start of used block b on by `cut` (a multiple of 16, at
-    // least kMinCut, less than its payload): the bytes before the new start
-    // become a free block, merged with a free block before it.
-    void shrink_front(char* b, std::size_t cut) noexcept {
-      const std::uint64_t w = load_word(b);
-      const std::size_t size = size_of(w);
-      char* kept = b + cut;  // its header; its payload starts cut bytes on
-      // Used, the same owner, its previous block free, never a region's first.
-      store_word(kept, (w & ~(kSizeMask | kFirst)) | (size - cut) | kPrevFree);
-      std::size_t front = cut - kHeader;
-      std::uint64_t keep = w & kFirst;
-      if ((w & kPrevFree) != 0) absorb_prev(b, front, keep);
-      mark_free(b, keep, front);
-      push_free(b, front);
     }
 
     bool add_region(std::size_t s, BlockArena& arena) noexcept {

@@ -162,7 +162,7 @@ class RwLock {
   // validate(token) saw a state that no exclusive hold changed meanwhile.
   // The reads themselves race with writers by design: they must be copies
   // that are used only once validated (and of memory that stays allocated,
-  // see detail/epoch.hpp, or at least mapped).
+  // see detail/epoch.hpp).
   std::uint32_t read_begin() const noexcept { return state_.load(std::memory_order_acquire); }
   static bool readable(std::uint32_t token) noexcept { return (token & kWriter) == 0; }
   bool validate(std::uint32_t token) const noexcept {
