@@ -43,11 +43,15 @@
 #     replay's work) and fresh_memory_scaling_median (the tree's memory
 #     obtained from the system alone, through a new arena: how far two
 #     threads scale that part, printed with its share of the one-thread
-#     replay, fresh_memory_one_seconds_median / one_thread_seconds_median).
+#     replay, fresh_memory_one_seconds_median / one_thread_seconds_median);
+#     and a fourth from a second process with --partition (the same tree
+#     and rounds, each thread on whole prefix groups, so that the two
+#     threads' requests share no path: how far the tree scales where its
+#     threads do not meet).
 #
 # "met" is judged on the medians. On a shared VM the medians move by
 # 10-20% between batches: run it twice before reading much into a figure
-# near its target. Takes about a minute on 2 cores (42-51 s on the VMs of
+# near its target. Takes about a minute on 2 cores (60-70 s on the VMs of
 # benchmarks/README.md with the files kept). Needs bash, awk and sort;
 # exits 2 on bad arguments, with a failing program's status when one
 # fails, else 0 (whether or not every target is met).
@@ -62,7 +66,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=${2:?--runs needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,57p' "$0"; exit 0 ;;
     -*) echo "check_targets: unknown option '$1'" >&2; exit 2 ;;
     *) bin=$1; shift ;;
   esac
@@ -139,7 +143,9 @@ for f in $files; do
   fresh_share=$(awk -v f="$(field fresh_memory_one_seconds_median "$j")" \
     -v o="$(field one_thread_seconds_median "$j")" 'BEGIN { print (o > 0) ? 100 * f / o : 0 }')
   bpc2[$name]=$(field tree_bytes_per_char "$j")
-  scaling[$name]="$(field scaling_median "$j") $(field scaling_best "$j") $(field memcmp_scaling "$j") $(field reads_scaling_median "$j") $(field fresh_memory_scaling_median "$j") $fresh_share"
+  apart=$(field scaling_median "$("$replay" "$dir/$name" --recency-shift 6 --threads 2 \
+    --scaling "$r" --partition)")
+  scaling[$name]="$(field scaling_median "$j") $(field scaling_best "$j") $(field memcmp_scaling "$j") $(field reads_scaling_median "$j") $(field fresh_memory_scaling_median "$j") $fresh_share $apart"
 done
 
 # The machine and the build, for the report.
@@ -175,7 +181,7 @@ for name in chat_20000 branchy_20000; do
 done
 for f in $files; do
   name=${f/:/_}
-  read -r med best ref reads fresh share <<<"${scaling[$name]}"
-  printf '| two threads >= 1.6x one | %s | median %.3fx, best %.3fx (memcmp alone: %.2fx; the descents alone: %.2fx; fresh memory alone: %.2fx, %.0f%% of one thread) | %s |\n' \
-    "$name" "$med" "$best" "$ref" "$reads" "$fresh" "$share" "$(verdict "$(at_least "$med" 1.6)")"
+  read -r med best ref reads fresh share apart <<<"${scaling[$name]}"
+  printf '| two threads >= 1.6x one | %s | median %.3fx, best %.3fx (memcmp alone: %.2fx; the descents alone: %.2fx; fresh memory alone: %.2fx, %.0f%% of one thread; threads on separate paths: %.2fx) | %s |\n' \
+    "$name" "$med" "$best" "$ref" "$reads" "$fresh" "$share" "$apart" "$(verdict "$(at_least "$med" 1.6)")"
 done

@@ -52,11 +52,24 @@
 // chars, bytes and the tree figures count all of it, and the memcmp ratios
 // compare with T memcmp passes): T times the one-thread seconds over the
 // --private seconds is what T threads reach when they share no tree, the
-// ceiling for the shared tree's scaling on that machine. --worker-thread
-// runs a one-thread replay on a thread of its own instead of the main
-// thread, as every thread of a T-thread run is: the main thread allocates
-// from glibc's main arena, a new thread from an arena of its own; while the
-// tree allocated with malloc the two did not cost the same, and with the
+// ceiling for the shared tree's scaling on that machine. --partition
+// changes the deal: each of the T threads takes the lines of whole prefix
+// groups (lines with the same first 24 bytes: on chat a system prompt, on
+// branchy a root context; groups dealt largest first to the thread with
+// the fewest lines), so that no two threads' requests share a path below
+// the root; with --private too each thread replays only those lines, in a
+// tree of its own (the work split, not repeated). The memcmp reference
+// deals the lines the same way. T-thread seconds against one thread's then
+// say how far the same work scales when the threads' requests share no
+// path (but the groups differ in cost): what the round-robin deal loses
+// beyond that, it loses to requests that meet on the same paths. Output:
+// partition (true with it) and partition_max_lines (the most lines a
+// thread took; 0 without it). It does not go with --window or --reads.
+// --worker-thread runs a one-thread replay on a thread of its own instead
+// of the main thread, as every thread of a T-thread run is: the main
+// thread allocates from glibc's main arena, a new thread from an arena of
+// its own; while the tree allocated with malloc the two did not cost the
+// same, and with the
 // tree's own arena about the same on chat (see benchmarks/README.md).
 // One-thread seconds with --worker-thread are the like-for-like base for a
 // T-thread figure.
@@ -86,7 +99,7 @@
 // trees), each on fresh trees in this process, and adds scaling_rounds,
 // one_thread_seconds_best and _median, threads_seconds_best and _median,
 // and scaling_best and scaling_median (one-thread seconds over T-thread
-// seconds, times T with --private; from the best runs and from the
+// seconds, times T with --private alone; from the best runs and from the
 // medians). Without a file to load between runs, many rounds take
 // little time and the two kinds alternate closely. On the VM measured in
 // benchmarks/README.md two threads scaled better in these rounds than as
@@ -98,8 +111,8 @@
 // (detail::BlockArena, with --huge-pages as the trees; the tree's nodes,
 // claims and tenant states, counted too, come from malloc) in 4 KB blocks,
 // one byte of each written, by one thread and by T threads taking a share
-// each (with --private each the whole amount, as each builds a whole tree),
-// in alternating order. It adds fresh_memory_one_seconds_median,
+// each (with --private alone each the whole amount, as each builds a whole
+// tree), in alternating order. It adds fresh_memory_one_seconds_median,
 // fresh_memory_threads_seconds_median and fresh_memory_scaling_median
 // (all 0 when the tree holds nothing from the system): about what getting
 // its memory costs a replay on a fresh tree, measured alone, and how far T
@@ -136,6 +149,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -155,7 +169,7 @@ int usage(const std::string& msg) {
                "kvroute_tree_replay: %s\n"
                "usage: kvroute_tree_replay FILE [--workers N] [--evict-every K --max-size M] "
                "[--threads T] [--separate] [--private] [--worker-thread] [--huge-pages] "
-               "[--recency-shift S] [--window W] [--scaling R] [--reads R]\n",
+               "[--recency-shift S] [--window W] [--partition] [--scaling R] [--reads R]\n",
                msg.c_str());
   return 2;
 }
@@ -255,7 +269,14 @@ struct ReplayConfig {
   bool private_trees = false;
   bool huge_pages = false;
   unsigned recency_shift = 0;
+  // --partition: the thread each line goes to (null: line i to thread
+  // i mod T).
+  const std::vector<std::uint16_t>* partition = nullptr;
 };
+
+// Whether every thread replays every line: --private without --partition
+// (T times the work).
+bool repeats_work(const ReplayConfig& cfg) { return cfg.private_trees && cfg.partition == nullptr; }
 
 // What one replay did. The tree figures are summed over the trees (with
 // --private), and read, like the RSS, before the trees are destroyed.
@@ -305,6 +326,7 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
   };
   constexpr std::size_t kSpins = 4096;
   constexpr std::size_t kDone = static_cast<std::size_t>(-1);
+  const std::vector<std::uint16_t>* const partition = threads > 1 ? cfg.partition : nullptr;
   const bool in_step = window != 0 && threads > 1 && !private_trees;
   std::vector<Progress> progress(threads);
   for (std::size_t k = 0; k < threads; ++k) progress[k].next.store(k, std::memory_order_relaxed);
@@ -326,9 +348,13 @@ ReplayResult replay(const std::vector<std::string>& lines, const ReplayConfig& c
     std::size_t my_affinity = 0, my_matched = 0, my_chars = 0, my_failed = 0, my_evicted = 0;
     double my_evict_seconds = 0;
     kvroute::ApproxRadixTree& tree = *trees[private_trees ? first : 0];
-    const std::size_t from = private_trees ? 0 : first;
-    const std::size_t step = private_trees ? 1 : threads;
+    // Every line (--private), the lines of this thread's groups
+    // (--partition) or every T-th line.
+    const bool scan = private_trees || partition != nullptr;
+    const std::size_t from = scan ? 0 : first;
+    const std::size_t step = scan ? 1 : threads;
     for (std::size_t i = from; i < lines.size(); i += step) {
+      if (partition != nullptr && (*partition)[i] != first) continue;
       if (in_step) {
         progress[first].next.store(i, std::memory_order_release);
         wait_for_others(first, i);
@@ -480,7 +506,8 @@ ScalingRounds measure_scaling(const std::vector<std::string>& lines, const Repla
   if (rounds == 0) return out;
   ReplayConfig one_cfg = cfg;
   one_cfg.private_trees = false;
-  const double work = cfg.private_trees ? static_cast<double>(threads) : 1.0;
+  one_cfg.partition = nullptr;
+  const double work = repeats_work(cfg) ? static_cast<double>(threads) : 1.0;
   std::vector<double> one, many, fresh_one, fresh_many;
   for (std::uint64_t k = 0; k < rounds; ++k) {
     const ReplayResult a = replay(lines, one_cfg, 1, true);
@@ -495,7 +522,7 @@ ScalingRounds measure_scaling(const std::vector<std::string>& lines, const Repla
     if (out.fresh_bytes == 0) continue;
     double f1 = 0, ft = 0;
     if (k % 2 == 0) f1 = fresh_memory_seconds(out.fresh_bytes, 1, false, cfg.huge_pages);
-    ft = fresh_memory_seconds(out.fresh_bytes, threads, cfg.private_trees, cfg.huge_pages);
+    ft = fresh_memory_seconds(out.fresh_bytes, threads, repeats_work(cfg), cfg.huge_pages);
     if (k % 2 == 1) f1 = fresh_memory_seconds(out.fresh_bytes, 1, false, cfg.huge_pages);
     if (f1 < 0 || ft < 0) ++out.fresh.failed;
     fresh_one.push_back(f1);
@@ -512,6 +539,48 @@ struct ReadScaling {
   std::size_t matched = 0;     // matched characters of one pass over the lines
   std::size_t mismatches = 0;  // T-thread passes that matched another total
 };
+
+// --partition: lines that share their first kPrefixGroupBytes bytes (on
+// chat a system prompt, on branchy a root context) form a group, and the
+// groups go to the threads largest first, each to the thread with the
+// fewest lines so far (ties: the lowest thread, then the group whose
+// prefix sorts first), so that a thread takes whole groups and the
+// threads about as many lines each. Returns the thread of each line.
+constexpr std::size_t kPrefixGroupBytes = 24;
+std::vector<std::uint16_t> deal_by_prefix(const std::vector<std::string>& lines,
+                                          std::size_t threads) {
+  std::map<std::string_view, std::size_t> count;
+  for (const std::string& l : lines) {
+    ++count[std::string_view(l).substr(0, kPrefixGroupBytes)];
+  }
+  std::vector<std::pair<std::size_t, std::string_view>> groups;
+  for (const auto& [prefix, n] : count) groups.emplace_back(n, prefix);
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::size_t> load(threads, 0);
+  std::map<std::string_view, std::uint16_t> owner;
+  for (const auto& [n, prefix] : groups) {
+    const auto k =
+        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[k] += n;
+    owner[prefix] = static_cast<std::uint16_t>(k);
+  }
+  std::vector<std::uint16_t> deal;
+  deal.reserve(lines.size());
+  for (const std::string& l : lines) {
+    deal.push_back(owner[std::string_view(l).substr(0, kPrefixGroupBytes)]);
+  }
+  return deal;
+}
+
+// The most lines one thread takes under `deal` (0 without one): about
+// lines / T when the groups split evenly.
+std::size_t most_lines(const std::vector<std::uint16_t>& deal, std::size_t threads) {
+  if (deal.empty()) return 0;
+  std::vector<std::size_t> load(threads, 0);
+  for (const std::uint16_t k : deal) ++load[k];
+  return *std::max_element(load.begin(), load.end());
+}
 
 // Reads lines from, from + step, ... of `lines` in `tree`: the replay's
 // descent (match_and_insert, the same walk and locks) with a decider that
@@ -568,7 +637,7 @@ int main(int argc, char** argv) {
   const char* path = nullptr;
   ReplayConfig cfg;  // what the replay and the --scaling rounds do
   std::uint64_t threads = 1, scaling_rounds = 0, read_rounds = 0;
-  bool have_every = false, have_max = false, worker_thread = false;
+  bool have_every = false, have_max = false, worker_thread = false, partition = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     std::uint64_t* target = a == "--workers"       ? &cfg.workers
@@ -599,6 +668,8 @@ int main(int argc, char** argv) {
       cfg.separate = true;
     } else if (a == "--private") {
       cfg.private_trees = true;
+    } else if (a == "--partition") {
+      partition = true;
     } else if (a == "--worker-thread") {
       worker_thread = true;
     } else if (a == "--recency-shift") {
@@ -620,6 +691,9 @@ int main(int argc, char** argv) {
   if (have_every != have_max) return usage("--evict-every and --max-size go together");
   if (cfg.workers > kvroute::kMaxTenantId + 1ull) return usage("--workers is too large");
   if (threads > 256) return usage("--threads is too large (at most 256)");
+  if (partition && (cfg.window != 0 || read_rounds != 0)) {
+    return usage("--partition does not go with --window or --reads");
+  }
 
   // Read the file.
   std::ifstream in(path, std::ios::binary);
@@ -637,6 +711,9 @@ int main(int argc, char** argv) {
                  std::strerror(errno));
     return 1;
   }
+  const std::vector<std::uint16_t> deal =
+      partition ? deal_by_prefix(lines, threads) : std::vector<std::uint16_t>{};
+  if (partition) cfg.partition = &deal;
 
   // Reference: one memcmp of each line against a copy of itself.
   std::size_t bytes = 0;
@@ -666,9 +743,12 @@ int main(int argc, char** argv) {
       std::atomic<int> differences{0};
       for (int pass = 0; pass < 3; ++pass) {
         const auto t0 = std::chrono::steady_clock::now();
+        const std::vector<std::uint16_t>* part = cfg.partition;
         on_threads(threads, [&](std::size_t k) {
           int d = 0;
-          for (std::size_t i = k; i < lines.size(); i += threads) {
+          for (std::size_t i = part != nullptr ? 0 : k; i < lines.size();
+               i += part != nullptr ? 1 : threads) {
+            if (part != nullptr && (*part)[i] != k) continue;
             d += std::memcmp(lines[i].data(), copies[i].data(), lines[i].size()) != 0 ? 1 : 0;
           }
           differences += d;
@@ -721,10 +801,11 @@ int main(int argc, char** argv) {
   const bool in_step = r.in_step;
   const kvroute::RadixTreeStats& s = r.stats;
   const bool private_trees = cfg.private_trees;
-  const std::size_t requests = lines.size() * (private_trees ? threads : 1);
+  const bool repeats = repeats_work(cfg);
+  const std::size_t requests = lines.size() * (repeats ? threads : 1);
   // With --private the threads made `work` passes over the file.
-  const double work = private_trees ? static_cast<double>(threads) : 1.0;
-  const std::size_t all_bytes = bytes * (private_trees ? threads : 1);
+  const double work = repeats ? static_cast<double>(threads) : 1.0;
+  const std::size_t all_bytes = bytes * (repeats ? threads : 1);
   const double c = static_cast<double>(r.chars);
   std::printf(
       "{\"requests\":%zu,\"chars\":%zu,\"bytes\":%zu,\"workers\":%llu,\"threads\":%llu,"
@@ -745,7 +826,7 @@ int main(int argc, char** argv) {
       "\"reads_one_seconds_median\":%.6f,\"reads_threads_seconds_median\":%.6f,"
       "\"reads_scaling_best\":%.3f,\"reads_scaling_median\":%.3f,\"fresh_memory_bytes\":%zu,"
       "\"fresh_memory_one_seconds_median\":%.6f,\"fresh_memory_threads_seconds_median\":%.6f,"
-      "\"fresh_memory_scaling_median\":%.3f}\n",
+      "\"fresh_memory_scaling_median\":%.3f,\"partition\":%s,\"partition_max_lines\":%zu}\n",
       requests, r.chars, all_bytes, static_cast<unsigned long long>(cfg.workers),
       static_cast<unsigned long long>(threads), private_trees ? "true" : "false",
       worker_thread || threads > 1 ? "true" : "false",
@@ -767,6 +848,7 @@ int main(int argc, char** argv) {
       scaling.threads_best, scaling.threads_median, scaling.best, scaling.median,
       static_cast<unsigned long long>(reads.times.rounds), reads.matched, reads.times.one_median,
       reads.times.threads_median, reads.times.best, reads.times.median, rounds.fresh_bytes,
-      rounds.fresh.one_median, rounds.fresh.threads_median, rounds.fresh.median);
+      rounds.fresh.one_median, rounds.fresh.threads_median, rounds.fresh.median,
+      partition ? "true" : "false", most_lines(deal, threads));
   return 0;
 }

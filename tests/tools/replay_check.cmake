@@ -50,6 +50,33 @@ run_replay(out "${small}" --workers 3 --threads 2)
 expect("${out}" requests 4)
 expect("${out}" chars 16)
 
+# --partition deals whole prefix groups (lines with the same first 24
+# bytes) to the threads: the "abcd" lines to one thread, the "azzz" lines
+# to the other. In one tree (in whichever order the threads go) that is
+# the root, "a", "bcd" and "zzz"; with --private each thread's group in a
+# tree of its own, each group's second line matching its first in full:
+# two roots, two leaves, 8 characters matched.
+run_replay(out "${small}" --workers 3 --threads 2 --partition)
+expect("${out}" requests 4)
+expect("${out}" chars 16)
+expect("${out}" tree_nodes 4)
+expect("${out}" partition_max_lines 2)
+string(JSON part GET "${out}" partition)
+if(NOT part)
+  message(FATAL_ERROR "--partition: partition is off in ${out}")
+endif()
+run_replay(out "${small}" --workers 3 --threads 2 --partition --private)
+expect("${out}" requests 4)  # the work split, not repeated
+expect("${out}" chars 16)
+expect("${out}" matched_chars 8)
+expect("${out}" tree_nodes 4)
+run_replay(out "${small}" --workers 3 --threads 2)
+string(JSON part GET "${out}" partition)
+expect("${out}" partition_max_lines 0)
+if(part)
+  message(FATAL_ERROR "partition is on without --partition: ${out}")
+endif()
+
 # --reads R reads every line in a tree built beforehand from the whole
 # file: each line then matches in full (1 + 2 + ... + 5 = 15 characters a
 # pass), with one tree or a tree per thread. Lines of different lengths:
@@ -64,6 +91,11 @@ foreach(threads 2 3)
     expect("${out}" reads_matched_chars 15)
   endforeach()
 endforeach()
+# Five groups of one line on three threads: 2, 2 and 1 lines, each
+# thread's in a tree of its own (three roots, five leaves).
+run_replay(out "${lengths}" --threads 3 --partition --private)
+expect("${out}" partition_max_lines 2)
+expect("${out}" tree_nodes 8)
 
 # "above 0.3" is strict: line 1 shares "abc", 3 of its 10 characters, with
 # line 0 (0.3: not an affinity route); line 2 shares "abcd" (0.4: one).
@@ -128,7 +160,7 @@ if(NOT reserved GREATER 0)
   message(FATAL_ERROR "chat: the tree holds no memory from the system: ${one}")
 endif()
 expect("${one}" fresh_memory_bytes 0)
-foreach(extra IN ITEMS "" "--private")
+foreach(extra IN ITEMS "" "--private" "--partition" "--partition;--private")
   run_replay(out "${chat}" --threads 2 --scaling 2 ${extra})
   expect("${out}" scaling_rounds 2)
   expect("${out}" fresh_memory_bytes ${reserved})
@@ -154,5 +186,7 @@ expect_exit(2 "${small}" --workers 0)
 expect_exit(2 "${small}" --evict-every 10)
 expect_exit(2 "${small}" --threads x)
 expect_exit(2 "${small}" --reads 0)
+expect_exit(2 "${small}" --threads 2 --partition --reads 1)
+expect_exit(2 "${small}" --threads 2 --partition --window 1)
 expect_exit(1 "${WORK_DIR}/replay_check_missing.txt")
 message(STATUS "kvroute_tree_replay and kvroute_workload keep their interface")
