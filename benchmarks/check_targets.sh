@@ -46,8 +46,8 @@
 #     replay, fresh_memory_one_seconds_median / one_thread_seconds_median);
 #     and a fourth from a second process with --partition (the same tree
 #     and rounds, each thread on whole prefix groups, so that the two
-#     threads' requests share no path: how far the tree scales where its
-#     threads do not meet).
+#     threads' requests do not meet on their paths: how far the tree
+#     scales where its threads do not meet).
 #
 # "met" is judged on the medians. On a shared VM the medians move by
 # 10-20% between batches: run it twice before reading much into a figure
@@ -143,8 +143,8 @@ for f in $files; do
   fresh_share=$(awk -v f="$(field fresh_memory_one_seconds_median "$j")" \
     -v o="$(field one_thread_seconds_median "$j")" 'BEGIN { print (o > 0) ? 100 * f / o : 0 }')
   bpc2[$name]=$(field tree_bytes_per_char "$j")
-  apart=$(field scaling_median "$("$replay" "$dir/$name" --recency-shift 6 --threads 2 \
-    --scaling "$r" --partition)")
+  jp=$("$replay" "$dir/$name" --recency-shift 6 --threads 2 --scaling "$r" --partition)
+  apart=$(field scaling_median "$jp")
   scaling[$name]="$(field scaling_median "$j") $(field scaling_best "$j") $(field memcmp_scaling "$j") $(field reads_scaling_median "$j") $(field fresh_memory_scaling_median "$j") $fresh_share $apart"
 done
 

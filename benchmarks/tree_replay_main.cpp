@@ -11,9 +11,9 @@
 // For line i (0-based): match it; if the match rate is above 0.3 take the
 // matched tenant (an "affinity route"), else tenant i mod N; insert the line
 // under that tenant; after every K-th line, evict every tenant to M
-// characters. With T threads, line i goes to thread i mod T; all threads
-// share the tree, and the thread that handles line i also runs the eviction
-// due after it.
+// characters. With T threads, line i goes to thread i mod T (by default;
+// see --partition); all threads share the tree, and the thread that
+// handles line i also runs the eviction due after it.
 //
 // Output fields: requests, chars (code points), bytes, seconds (wall time of
 // the replay, reading the file excluded), chars_per_second, bytes_per_second,
@@ -56,13 +56,15 @@
 // changes the deal: each of the T threads takes the lines of whole prefix
 // groups (lines with the same first 24 bytes: on chat a system prompt, on
 // branchy a root context; groups dealt largest first to the thread with
-// the fewest lines), so that no two threads' requests share a path below
-// the root; with --private too each thread replays only those lines, in a
+// the fewest lines), so that two threads' requests share no more of a
+// path than the groups' first bytes have in common (the tag every line of
+// kvroute_workload's files starts with); with --private too each thread
+// replays only those lines, in a
 // tree of its own (the work split, not repeated). The memcmp reference
 // deals the lines the same way. T-thread seconds against one thread's then
-// say how far the same work scales when the threads' requests share no
-// path (but the groups differ in cost): what the round-robin deal loses
-// beyond that, it loses to requests that meet on the same paths. Output:
+// say how far the same work scales when the threads' requests do not meet
+// on their paths (but the groups differ in cost, and each thread's part of
+// the tree is smaller than the whole). Output:
 // partition (true with it) and partition_max_lines (the most lines a
 // thread took; 0 without it). It does not go with --window or --reads.
 // --worker-thread runs a one-thread replay on a thread of its own instead
