@@ -805,7 +805,7 @@ int main(int argc, char** argv) {
   const bool private_trees = cfg.private_trees;
   const bool repeats = repeats_work(cfg);
   const std::size_t requests = lines.size() * (repeats ? threads : 1);
-  // With --private the threads made `work` passes over the file.
+  // With --private alone the threads made `work` passes over the file.
   const double work = repeats ? static_cast<double>(threads) : 1.0;
   const std::size_t all_bytes = bytes * (repeats ? threads : 1);
   const double c = static_cast<double>(r.chars);
