@@ -55,24 +55,23 @@
 // ceiling for the shared tree's scaling on that machine. --partition
 // changes the deal: each of the T threads takes the lines of whole prefix
 // groups (lines with the same first 24 bytes: on chat a system prompt, on
-// branchy a root context; groups dealt largest first to the thread with
-// the fewest lines), so that two threads' requests share no more of a
-// path than the groups' first bytes have in common (the tag every line of
+// branchy a root context; groups dealt largest first to the thread with the
+// fewest lines), so that two threads' requests share no more of a path than
+// the groups' first bytes have in common (the tag every line of
 // kvroute_workload's files starts with); with --private too each thread
-// replays only those lines, in a
-// tree of its own (the work split, not repeated). The memcmp reference
-// deals the lines the same way. T-thread seconds against one thread's then
-// say how far the same work scales when the threads' requests do not meet
-// on their paths (but the groups differ in cost, and each thread's part of
-// the tree is smaller than the whole). Output:
-// partition (true with it) and partition_max_lines (the most lines a
-// thread took; 0 without it). It does not go with --window or --reads.
+// replays only those lines, in a tree of its own (the work split, not
+// repeated). The memcmp reference deals the lines the same way. T-thread
+// seconds against one thread's then say how far the same work scales when
+// the threads' requests do not meet on their paths (but the groups differ
+// in cost, and each thread's part of the tree is smaller than the whole).
+// Output: partition (true with it) and partition_max_lines (the most lines
+// a thread took; 0 without it). It does not go with --window or --reads.
 // --worker-thread runs a one-thread replay on a thread of its own instead
-// of the main thread, as every thread of a T-thread run is: the main
-// thread allocates from glibc's main arena, a new thread from an arena of
-// its own; while the tree allocated with malloc the two did not cost the
-// same, and with the
-// tree's own arena about the same on chat (see benchmarks/README.md).
+// of the main thread, as every thread of a T-thread run is: the main thread
+// allocates from glibc's main arena, a new thread from an arena of its own;
+// while the tree allocated with malloc the two did not cost the same, and
+// with the tree's own arena about the same on chat (see
+// benchmarks/README.md).
 // One-thread seconds with --worker-thread are the like-for-like base for a
 // T-thread figure.
 // --huge-pages builds the trees with Options::huge_pages (transparent huge
