@@ -1112,8 +1112,8 @@ class BasicApproxRadixTree {
     if (i != kNil) new (pool_.at(i)) Claim();
     return i;
   }
-  // A new leaf and its claim, side by side in memory when the slab has
-  // fresh room (the path's stamp reads the claim right after the node).
+  // A new leaf and its claim, under one lock of the slab's shard (on lines
+  // apart: detail/slab.hpp).
   bool new_leaf(std::uint32_t& n, std::uint32_t& c) noexcept {
     if (!pool_.alloc_pair(n, c)) return false;
     new (pool_.at(n)) Node();

@@ -1,7 +1,8 @@
 // detail::UnitSlab (kvroute/detail/slab.hpp), the radix tree's store of
 // nodes and claims: indices stay valid and distinct, large blocks never
-// straddle a chunk, freed blocks are reused, a leaf and its claim allocated
-// together sit side by side, each thread carves a chunk of its own and takes
+// straddle a chunk, freed blocks are reused, fresh small blocks come from
+// the other end of the range than large ones (a claim's line is not a
+// node's), each thread carves a chunk of its own and takes
 // what other threads released before the slab grows, and concurrent
 // alloc/release from several threads hand out no block twice (also under
 // ThreadSanitizer).
@@ -72,53 +73,84 @@ TEST_CASE("slab: blocks are distinct, stay put and are reused after release", "[
   CHECK(slab.bytes() == bytes);
 }
 
-TEST_CASE("slab: a fresh pair is adjacent and a pair is all or nothing", "[slab]") {
+TEST_CASE("slab: fresh small blocks come from the other end of the range", "[slab]") {
   Slab slab;
   std::uint32_t two = 0;
   std::uint32_t one = 0;
   REQUIRE(slab.alloc_pair(two, one));
-  CHECK(one == two + 2);
-  CHECK(static_cast<char*>(slab.at(two)) + 48 == slab.at(one));
-  // Fill the chunk up to its last unit: a two-unit block skips it, and the
-  // skipped unit serves the next one-unit request.
-  while (true) {
-    const std::uint32_t i = slab.alloc(1);
-    if ((i & (Slab::kChunkUnits - 1)) == Slab::kChunkUnits - 2) break;
+  CHECK(two == 0);
+  CHECK(one == Slab::kChunkUnits - 1);
+  // Fill the chunk from both ends until one unit is left between them: a
+  // two-unit block no longer fits and starts the next chunk, and the unit
+  // left goes to the next one-unit request.
+  std::uint32_t low = 2;
+  std::uint32_t high = Slab::kChunkUnits - 1;
+  while (high - low > 1) {
+    if (high - low >= 4) {
+      REQUIRE(slab.alloc(2) == low);
+      low += 2;
+    }
+    REQUIRE(slab.alloc(1) == high - 1);
+    --high;
   }
-  const std::uint32_t b = slab.alloc(2);
-  CHECK(b == Slab::kChunkUnits);
-  CHECK(slab.alloc(1) == Slab::kChunkUnits - 1);
+  REQUIRE(high - low == 1);
+  CHECK(slab.alloc(2) == Slab::kChunkUnits);
+  CHECK(slab.alloc(1) == low);
   CHECK(slab.live() == Slab::kChunkUnits + 2);
 }
 
-TEST_CASE("slab: blocks of three and seven 8-byte units, as the radix tree uses it", "[slab]") {
+TEST_CASE("slab: nodes and claims of the radix tree lie on separate lines", "[slab]") {
   using Tree = kvroute::detail::UnitSlab<8, 3, 7, 11>;
   static_assert(std::is_same_v<Tree, kvroute::detail::RadixSlab>);
   Tree slab;
+  // A leaf and its claim per request, a split's node and a copy of its
+  // claim, as the tree's inserts allocate them: until the two ends meet, no
+  // 64-byte line holds both a node and a claim.
+  std::set<std::uintptr_t> node_lines;
+  std::set<std::uintptr_t> claim_lines;
+  const auto lines = [](const void* p, std::size_t bytes, std::set<std::uintptr_t>& into) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    for (std::uintptr_t l = a / 64; l <= (a + bytes - 1) / 64; ++l) into.insert(l);
+  };
+  std::uint32_t low = 0;                   // nodes from the chunk's start up
+  std::uint32_t high = Tree::kChunkUnits;  // claims from its end down
+  for (int i = 0; i < 40; ++i) {
+    std::uint32_t leaf = 0;
+    std::uint32_t claim = 0;
+    REQUIRE(slab.alloc_pair(leaf, claim));
+    const std::uint32_t lower = slab.alloc(7);
+    const std::uint32_t copy = slab.alloc(3);
+    REQUIRE(leaf == low);
+    REQUIRE(lower == low + 7);
+    REQUIRE(claim == high - 3);
+    REQUIRE(copy == high - 6);
+    low += 14;
+    high -= 6;
+    for (std::uint32_t n : {leaf, lower}) lines(slab.at(n), 56, node_lines);
+    for (std::uint32_t c : {claim, copy}) lines(slab.at(c), 24, claim_lines);
+  }
+  for (std::uintptr_t l : claim_lines) CHECK(node_lines.count(l) == 0);
+  // Released blocks are reused by size.
   std::uint32_t large = 0;
   std::uint32_t small = 0;
   REQUIRE(slab.alloc_pair(large, small));
-  CHECK(large == 0);
-  CHECK(small == 7);
-  CHECK(static_cast<char*>(slab.at(large)) + 56 == slab.at(small));
-  // Fill the first chunk with small blocks until fewer than 7 units are
-  // left (4 of 2048): too few for a large block, which starts the next
-  // chunk; the 4 units give one small block (the last one stays unused).
-  std::uint32_t next = 10;
-  while (Tree::kChunkUnits - next >= 7) {
-    REQUIRE(slab.alloc(3) == next);
-    next += 3;
-  }
-  REQUIRE(next == Tree::kChunkUnits - 4);
-  CHECK(slab.alloc(7) == Tree::kChunkUnits);
-  CHECK(slab.alloc(3) == Tree::kChunkUnits - 4);
-  CHECK(slab.alloc(3) == Tree::kChunkUnits + 7);
-  CHECK(slab.live() == Tree::kChunkUnits - 4 + 3 + 7 + 3);
-  // Released blocks are reused by size.
   slab.release(large, 7);
   slab.release(small, 3);
-  CHECK(slab.alloc(3) == 7);
-  CHECK(slab.alloc(7) == 0);
+  CHECK(slab.alloc(3) == small);
+  CHECK(slab.alloc(7) == large);
+  low += 7;
+  high -= 3;
+  // Nodes until fewer than 7 units are left between the ends (6 here): the
+  // next node starts the second chunk, and the 6 units become two claims.
+  while (high - low >= 7) {
+    REQUIRE(slab.alloc(7) == low);
+    low += 7;
+  }
+  REQUIRE(high - low == 6);
+  CHECK(slab.alloc(7) == Tree::kChunkUnits);
+  CHECK(slab.alloc(3) == low + 3);
+  CHECK(slab.alloc(3) == low);
+  CHECK(slab.alloc(3) == 2 * Tree::kChunkUnits - 3);
 }
 
 TEST_CASE("slab: concurrent alloc and release never hand out a block twice", "[slab][threads]") {

@@ -8,27 +8,32 @@
 // pointer. The radix tree keeps its nodes (7 units of 8 bytes) and claims
 // (3 units) in one of these (detail::RadixSlab), so that
 // every link between them (a child, a claim's node, its parent claim and LRU
-// neighbours) takes 4 bytes instead of 8; so that a new leaf and its claim,
-// allocated together, sit next to each other in memory (a stamp of a path
-// walks the claims right after the descent has loaded the nodes); and so
-// that an insert that creates a leaf does not call malloc for them (glibc's
-// arena lock on cross-thread frees was the tree's main cost with two
-// threads).
+// neighbours) takes 4 bytes instead of 8; so that small and large blocks
+// lie on separate cache lines (below); and so that an insert that creates
+// a leaf does not call malloc for them (glibc's arena lock on cross-thread
+// frees was the tree's main cost with two threads).
 //
 // Layout: chunks of 2^ChunkBits units (512 by default), allocated as
 // needed and kept until the slab is destroyed; a block never straddles two
-// chunks (the end of a chunk too short for a large block is cut into small
-// ones). A directory of chunk pointers doubles when full; old directories
-// are kept until the slab is destroyed too, so a reader holding one never
-// sees it freed (they add up to less than the current one). at() is two
-// dependent loads. Objects are constructed and destroyed by the caller
-// (they must be trivially destructible: chunks are freed without
-// destructors).
+// chunks. A fresh range hands out large blocks from its start upward and
+// small blocks from its end downward, so that the two sizes meet on at
+// most one cache line per range: the tree's claims are written on every
+// stamp of their path, its nodes read by every descent through them, and
+// with the two on one line each stamp made the other core's next descent
+// through that node reload it (two threads on branchy 9-10% faster since
+// they are apart, one thread 1-7% slower: benchmarks/README.md, "Claims on
+// lines of their own"). What is left between the two ends when a large
+// block no longer fits is cut into small blocks. A directory of chunk
+// pointers doubles when full; old directories are kept until the slab is
+// destroyed too, so a reader holding one never sees it freed (they add up
+// to less than the current one). at() is two dependent loads. Objects are
+// constructed and destroyed by the caller (they must be trivially
+// destructible: chunks are freed without destructors).
 //
 // Shards: each thread allocates and releases through the shard of its
 // thread_ordinal() (16 shards, as the arena's), which holds a fresh range
-// (the unused rest of the chunk it took last) and a free list per size, all
-// under the shard's own spin lock. Every new leaf and claim of the tree
+// (the unused middle of the chunk it took last) and a free list per size,
+// all under the shard's own spin lock. Every new leaf and claim of the tree
 // comes from here: with one slab-wide lock, two inserting threads took its
 // line from each other on every request, and a thread that grew the slab
 // (a malloc) under it stalled the other. A shard serves a request
@@ -36,8 +41,9 @@
 // free list taken from another shard (so a block released by an evicting
 // thread is reused before the slab grows), else a new chunk; only that
 // last step takes the slab-wide lock, once per chunk. Memory beyond the
-// live blocks: each shard's free blocks and the rest of its current chunk.
-// With one thread the layout is exactly that of one list and one range.
+// live blocks: each shard's free blocks and the unused middle of its
+// current chunk. With one thread the layout is exactly that of one list per
+// size and one range.
 //
 // Thread safety: alloc and release may run concurrently from any threads.
 // at(i) may run concurrently with both, for an index whose allocation
@@ -119,8 +125,8 @@ class UnitSlab {
     std::lock_guard<SpinMutex> g(s.mu);
     return alloc_in(s, n);
   }
-  // A large and a small block under one lock, adjacent when fresh; both or
-  // neither (false).
+  // A large and a small block under one lock (a new leaf and its claim);
+  // both or neither (false).
   bool alloc_pair(std::uint32_t& large, std::uint32_t& small) noexcept {
     Shard& s = mine();
     std::lock_guard<SpinMutex> g(s.mu);
@@ -162,7 +168,9 @@ class UnitSlab {
   // except where noted.
   struct alignas(kCacheLine) Shard {
     SpinMutex mu;
-    std::uint32_t next = 0;  // fresh range [next, end): never used
+    // The fresh range [next, end), never used: large blocks are taken at
+    // next, small ones at end.
+    std::uint32_t next = 0;
     std::uint32_t end = 0;
     // Free small and large blocks, linked through their first bytes. Read
     // without mu (relaxed) by a shard looking for a list to take: only a
@@ -196,6 +204,7 @@ class UnitSlab {
       // The range is too short. What is left of it goes to the small list,
       // small block by small block (less than a small block stays unused),
       // and the request falls to another shard's free list or a new chunk.
+      // (Only a large request can leave a small block or more behind.)
       while (n == kLarge && s.next + kSmall <= s.end) {
         link_free(s, s.next, kSmall);
         s.next += kSmall;
@@ -210,9 +219,12 @@ class UnitSlab {
       std::uint32_t after;
       std::memcpy(&after, at(i), sizeof after);
       head.store(after, std::memory_order_relaxed);
-    } else {
+    } else if (n == kLarge) {
       i = s.next;
       s.next += n;
+    } else {
+      s.end -= n;
+      i = s.end;
     }
     s.live.store(s.live.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     return i;
