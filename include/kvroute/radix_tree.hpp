@@ -607,9 +607,11 @@ class BasicApproxRadixTree {
       return r;
     }
     detail::EpochDomain::Section sec = domain_.enter();  // for what a split retires
+    Prefaults prefaults(arena_, sec);
     if (insert_descend(sec, seq.data(), seq.size(), *ts, r) == Step::kOutOfMemory) {
       r.status = InsertStatus::kOutOfMemory;
     }
+    prefaults.run();
     // Not across the reactive eviction, which may wait for another
     // eviction of the tenant: an open section holds back every reclamation.
     sec.leave();
@@ -673,6 +675,7 @@ class BasicApproxRadixTree {
     const Symbol* text = seq.data();
     const std::size_t n = seq.size();
     detail::EpochDomain::Section sec = domain_.enter();
+    Prefaults prefaults(arena_, sec);
     const Descent d = descend_any<true>(sec, text, n);
     Node* const x = d.node;
     m.matched = d.matched;
@@ -697,12 +700,14 @@ class BasicApproxRadixTree {
                       {d.pos, m.input - d.matched}, d.pos - d.start) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
       }
+      prefaults.run();
       sec.leave();  // as in insert()
       finish_insert(*ts);
       m.recency = out.insert.recency;
       return out;
     }
     unlock_descent(d);
+    prefaults.run();  // nothing held back yet; insert() defers its own
     sec.leave();
     out.insert = insert(seq, t);
     m.recency = out.insert.recency;
@@ -1194,6 +1199,16 @@ class BasicApproxRadixTree {
     set_frag_header(f, h);
     return f;
   }
+  // An insert's prefaults (detail/arena.hpp) wait until it has released its
+  // node locks: run() before the section is left, while nothing the insert
+  // has linked into the tree can be freed. Not when the section does not
+  // protect (then another thread could free such a block, and its region
+  // be unmapped, before run()).
+  struct Prefaults : detail::BlockArena::DeferPrefaults {
+    Prefaults(detail::BlockArena& arena, const detail::EpochDomain::Section& sec) noexcept
+        : DeferPrefaults(arena, sec.protects()) {}
+  };
+
   // --- deferred frees --------------------------------------------------------
   //
   // What an optimistic descent may be reading (see descend_opt) is retired

@@ -2,9 +2,10 @@
 // fragments and blocks: blocks are aligned, distinct and keep what was
 // written to them; freed neighbours merge so that the space is reusable at
 // any size; a region whose blocks are all free goes back to the system
-// (beyond one spare per shard); requests above kMaxBlock go to malloc; and
-// threads that allocate and free each other's blocks corrupt nothing (also
-// under ThreadSanitizer and AddressSanitizer).
+// (beyond one spare per shard); requests above kMaxBlock go to malloc; a
+// fresh region's pages are prefaulted, or held back while the thread
+// defers its prefaults; and threads that allocate and free each other's
+// blocks corrupt nothing (also under ThreadSanitizer and AddressSanitizer).
 
 #include "kvroute/detail/arena.hpp"
 
@@ -230,6 +231,78 @@ TEST_CASE("arena: a fresh 2 MB region's pages are in memory before its blocks ar
     std::memset(p, 0x3c, kBlock);
   }
   for (void* p : blocks) arena.deallocate(p, kBlock);
+}
+
+TEST_CASE("arena: a DeferPrefaults holds its thread's prefaults back until run()", "[arena]") {
+  if (!kernel_can_populate()) {
+    WARN("this kernel has no MADV_POPULATE_WRITE: the arena's pages fault one at a time");
+    return;
+  }
+  // 100 KB blocks until one comes from a fresh 2 MB region (prefaulted at
+  // once: nothing defers).
+  constexpr std::size_t kBlock = 100 << 10;
+  const auto up_to_a_mapped_region = [](BlockArena& a, std::vector<void*>& into) {
+    for (;;) {
+      const std::size_t before = a.reserved_bytes();
+      void* p = a.allocate(kBlock);
+      REQUIRE(p != nullptr);
+      into.push_back(p);
+      if (a.reserved_bytes() - before == kHugeBytes) return;
+    }
+  };
+  BlockArena arena = make_arena();
+  BlockArena other = make_arena();
+  std::vector<void*> blocks;
+  std::vector<void*> others;
+  up_to_a_mapped_region(arena, blocks);
+  up_to_a_mapped_region(other, others);
+  REQUIRE(resident(blocks.back(), kBlock));
+  // Where the system backs the region with a huge page anyway (transparent
+  // huge pages "always"), every page is in memory from the first fault.
+  if (resident(static_cast<char*>(blocks.back()) + (1 << 20), 4096)) {
+    WARN("this system backs the arena's regions with huge pages: nothing to prefault");
+    for (void* p : blocks) arena.deallocate(p, kBlock);
+    for (void* p : others) other.deallocate(p, kBlock);
+    return;
+  }
+  {
+    BlockArena::DeferPrefaults later(arena);
+    void* q = arena.allocate(kBlock);  // reaches past the first 128 KB step
+    REQUIRE(q != nullptr);
+    blocks.push_back(q);
+    CHECK_FALSE(resident(q, kBlock));
+    {
+      // A nested one holds nothing back itself: the outer one keeps it.
+      BlockArena::DeferPrefaults inner(arena);
+      void* r = arena.allocate(kBlock);
+      REQUIRE(r != nullptr);
+      blocks.push_back(r);
+      inner.run();
+      CHECK_FALSE(resident(r, kBlock));
+    }
+    // Another arena's allocations are not held back.
+    void* o = other.allocate(kBlock);
+    REQUIRE(o != nullptr);
+    others.push_back(o);
+    CHECK(resident(o, kBlock));
+    later.run();
+    CHECK(resident(q, kBlock));
+    CHECK(resident(blocks.back(), kBlock));
+    // After run(), allocations prefault at once again.
+    void* s = arena.allocate(kBlock);
+    REQUIRE(s != nullptr);
+    blocks.push_back(s);
+    CHECK(resident(s, kBlock));
+  }
+  {
+    BlockArena::DeferPrefaults off(arena, /*enabled=*/false);
+    void* t = arena.allocate(kBlock);
+    REQUIRE(t != nullptr);
+    blocks.push_back(t);
+    CHECK(resident(t, kBlock));
+  }
+  for (void* p : blocks) arena.deallocate(p, kBlock);
+  for (void* p : others) other.deallocate(p, kBlock);
 }
 #endif
 
