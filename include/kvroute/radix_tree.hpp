@@ -1831,9 +1831,9 @@ class BasicApproxRadixTree {
       if (ci == kNil) break;
       Node* c = node(ci);
       c->lock.lock_shared();
-      // The path's claims sit in their own slab: start loading the first
-      // one now, since a stamp of the path (match's chosen tenant, or
-      // match_and_insert's insert) walks them all.
+      // The path's claims lie apart from its nodes (detail/slab.hpp):
+      // start loading the first one now, since a stamp of the path (match's
+      // chosen tenant, or match_and_insert's insert) walks them all.
       if (c->ntenant > 0) prefetch_claim(c->claims()[0]);
       if (!enter(static_cast<const Node&>(*c))) {
         c->lock.unlock_shared();

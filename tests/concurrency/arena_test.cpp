@@ -295,11 +295,29 @@ TEST_CASE("arena: a DeferPrefaults holds its thread's prefaults back until run()
     CHECK(resident(s, kBlock));
   }
   {
+    // Three blocks: at least one reaches past what is prefaulted so far.
     BlockArena::DeferPrefaults off(arena, /*enabled=*/false);
-    void* t = arena.allocate(kBlock);
-    REQUIRE(t != nullptr);
-    blocks.push_back(t);
-    CHECK(resident(t, kBlock));
+    for (int i = 0; i < 3; ++i) {
+      void* t = arena.allocate(kBlock);
+      REQUIRE(t != nullptr);
+      blocks.push_back(t);
+      CAPTURE(i);
+      CHECK(resident(t, kBlock));
+    }
+  }
+  {
+    // A block this thread frees in the region held back drops what is held
+    // (the region could go back to the system before run()).
+    BlockArena::DeferPrefaults later(arena);
+    void* u = arena.allocate(kBlock);
+    REQUIRE(u != nullptr);
+    void* v = arena.allocate(kBlock);
+    REQUIRE(v != nullptr);
+    blocks.push_back(v);
+    CHECK_FALSE(resident(v, kBlock));
+    arena.deallocate(u, kBlock);
+    later.run();
+    CHECK_FALSE(resident(v, kBlock));
   }
   for (void* p : blocks) arena.deallocate(p, kBlock);
   for (void* p : others) other.deallocate(p, kBlock);

@@ -138,6 +138,8 @@ class BlockArena {
   BlockArena(const BlockArena&) = delete;
   BlockArena& operator=(const BlockArena&) = delete;
   ~BlockArena() {
+    KVROUTE_ASSERT(tls_deferring == nullptr || tls_deferring->arena_ != this,
+                   "BlockArena: destroyed while a DeferPrefaults of it is active");
     for (auto& slot : shards_) {
       Shard* s = slot.load(std::memory_order_relaxed);
       if (s == nullptr) continue;
@@ -155,12 +157,14 @@ class BlockArena {
   // while it is alive, until run() or its destructor makes them: so that a
   // caller need not hold its own locks across the madvise call (about 50 us
   // a step, see "prefaulting" below). The radix tree opens one around each
-  // insert, whose node locks other threads may be waiting for. The blocks
-  // allocated meanwhile should stay allocated until run(), which keeps the
-  // pages to prefault mapped (the tree runs it before it leaves the epoch
-  // section, under which nothing it inserted can be freed); if the thread
-  // frees one itself and its region goes back to the system, what was held
-  // back there is dropped, not prefaulted. While one is
+  // insert, whose node locks other threads may be waiting for. What is
+  // held back lies in the region of a block this thread allocated, which
+  // keeps the region mapped while the block is live: the caller must keep
+  // its blocks live until run() (the tree runs it before it leaves the
+  // epoch section, under which nothing it linked into the tree can be
+  // freed) and the arena alive. A block this thread frees in that region
+  // meanwhile (an allocation the caller dropped) drops what is held back
+  // there: the region could then go back to the system. While one is
   // active on a thread, a second one made there holds nothing back, nor does
   // one made with enabled = false; allocations from other arenas prefault
   // at once.
@@ -184,28 +188,31 @@ class BlockArena {
 
    private:
     friend class BlockArena;
-    // Drops what is held back inside [base, base + bytes), a region about
-    // to be unmapped.
-    void forget(const char* base, std::size_t bytes) noexcept {
-      if (bytes_ != 0 && from_ >= base && from_ < base + bytes) bytes_ = 0;
-    }
-    // Holds back [from, from + bytes). The steps of one region come in
-    // order and are merged; a range elsewhere (a new region) sends the one
-    // held before to the kernel now.
-    void hold(char* from, std::size_t bytes) noexcept {
-      if (bytes_ != 0 && from_ + bytes_ == from) {
+    // Holds back [from, from + bytes) of the 2 MB region at `region`. The
+    // steps of one region come in order and are merged; a step of another
+    // region (a new one) replaces what was held (those pages fault as they
+    // are written), so that nothing is prefaulted before run().
+    void hold(char* from, std::size_t bytes, const char* region) noexcept {
+      if (bytes_ != 0 && region == region_ && from_ + bytes_ == from) {
         bytes_ += bytes;
         return;
       }
-      if (bytes_ != 0) arena_->prefault(from_, bytes_);
       from_ = from;
       bytes_ = bytes;
+      region_ = region;
+    }
+    // This thread frees the block at p: if it lies in the region held
+    // back, the region may go back to the system before run().
+    void freeing(const void* p) noexcept {
+      const char* c = static_cast<const char*>(p);
+      if (bytes_ != 0 && c >= region_ && c < region_ + kHugeBytes) bytes_ = 0;
     }
 
     BlockArena* const arena_;
     bool active_;
     char* from_ = nullptr;
     std::size_t bytes_ = 0;
+    const char* region_ = nullptr;
   };
 
   // n bytes, 16-byte aligned; null when out of memory.
@@ -228,7 +235,7 @@ class BlockArena {
     // Held back if the thread defers its prefaults (DeferPrefaults).
     if (pf.bytes != 0) {
       if (tls_deferring != nullptr && tls_deferring->arena_ == this) {
-        tls_deferring->hold(pf.from, pf.bytes);
+        tls_deferring->hold(pf.from, pf.bytes, pf.region);
       } else {
         prefault(pf.from, pf.bytes);
       }
@@ -244,6 +251,7 @@ class BlockArena {
       reserved_.fetch_sub(n, std::memory_order_relaxed);
       return;
     }
+    if (tls_deferring != nullptr && tls_deferring->arena_ == this) tls_deferring->freeing(p);
     char* b = static_cast<char*>(p) - kHeader;
     Shard* s = shards_[owner(load_word(b))].load(std::memory_order_acquire);
     std::lock_guard<SpinMutex> g(s->mu);
@@ -323,12 +331,13 @@ class BlockArena {
   // as before. The radix tree's inserts make the call after they have
   // released their node locks (DeferPrefaults): on the VM of
   // benchmarks/README.md ("Prefaults after the locks") two threads on chat
-  // 20k ran 2-3% faster, one thread the same, and inserts waited for nodes
+  // 20k ran about 2% faster, one thread the same, and inserts waited for nodes
   // the other thread held a tenth as long or less.
   static constexpr std::size_t kPage = 4096;
   struct Prefault {
     char* from = nullptr;
     std::size_t bytes = 0;
+    const char* region = nullptr;  // the 2 MB region [from, from + bytes) lies in
   };
   void prefault(char* from, std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
@@ -492,7 +501,7 @@ class BlockArena {
             (static_cast<std::size_t>(reach - warm) + kPrefaultStep - 1) / kPrefaultStep;
         char* const to =
             warm + std::min(steps * kPrefaultStep, static_cast<std::size_t>(warm_end - warm));
-        pf = {warm, static_cast<std::size_t>(to - warm)};
+        pf = {warm, static_cast<std::size_t>(to - warm), warm_end + kPage - kHugeBytes};
         warm = to;
       }
       return b + kHeader;
@@ -572,9 +581,6 @@ class BlockArena {
       if (r->next != nullptr) r->next->prev = r->prev;
       if (regions == r) regions = r->next;
       arena.reserved_.fetch_sub(r->bytes, std::memory_order_relaxed);
-      // This thread may hold back a prefault of the region (DeferPrefaults).
-      DeferPrefaults* d = tls_deferring;
-      if (d != nullptr && d->arena_ == &arena) d->forget(reinterpret_cast<char*>(r), r->bytes);
       unmap_region(r, r->bytes);
     }
   };

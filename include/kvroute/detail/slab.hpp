@@ -13,9 +13,9 @@
 // a leaf does not call malloc for them (glibc's arena lock on cross-thread
 // frees was the tree's main cost with two threads).
 //
-// Layout: chunks of 2^ChunkBits units (512 by default), allocated as
-// needed and kept until the slab is destroyed; a block never straddles two
-// chunks. A fresh range hands out large blocks from its start upward and
+// Layout: chunks of 2^ChunkBits units (512 by default), line-aligned,
+// allocated as needed and kept until the slab is destroyed; a block never
+// straddles two chunks. A fresh range hands out large blocks from its start upward and
 // small blocks from its end downward, so that the two sizes meet on at
 // most one cache line per range: the tree's claims are written on every
 // stamp of their path, its nodes read by every descent through them, and
@@ -94,6 +94,7 @@ class UnitSlab {
   // a user of the slab may need).
   static constexpr std::uint32_t kFirstReserved = 0xFFFFFF00u;
   static constexpr std::size_t kChunkBytes = std::size_t{kChunkUnits} * UnitBytes;
+  static_assert(kChunkBytes % kCacheLine == 0, "chunks are whole cache lines");
 
   static constexpr std::size_t kShards = 16;
 
@@ -251,7 +252,9 @@ class UnitSlab {
   // Requires s.mu. Gives s a whole new chunk as its fresh range. The chunk
   // is allocated before the slab-wide lock is taken, which only installs it.
   bool new_range(Shard& s) noexcept {
-    void* c = std::malloc(kChunkBytes);
+    // Line-aligned, so that the chunk's first node and last claim share no
+    // line with what lies around it.
+    void* c = std::aligned_alloc(kCacheLine, kChunkBytes);
     if (c == nullptr) return false;
     std::uint32_t first;
     {
