@@ -326,13 +326,13 @@ class BlockArena {
   // page fault per 4 KB page. On the VM of benchmarks/README.md ("Pages
   // ahead") one-thread chat replays ran 10-14% faster; the step costs the
   // request that takes it about 50 us (once per 128 KB of new tree), where
-  // populating a whole region at once would cost one request 1 ms. Where
-  // the call is missing (Linux before 5.14, other systems) the pages fault
-  // as before. The radix tree's inserts make the call after they have
-  // released their node locks (DeferPrefaults): on the VM of
-  // benchmarks/README.md ("Prefaults after the locks") two threads on chat
-  // 20k ran about 2% faster, one thread the same, and inserts waited for nodes
-  // the other thread held a tenth as long or less.
+  // populating a whole region at once would cost one request 1 ms. Where the
+  // call is missing (Linux before 5.14, other systems) the pages fault as
+  // before. The radix tree's inserts make the call after they have released
+  // their node locks (DeferPrefaults): on the VM of benchmarks/README.md
+  // ("Prefaults after the locks") two threads on chat 20k ran about 2%
+  // faster, one thread the same, and inserts waited for nodes the other
+  // thread held a tenth as long or less.
   static constexpr std::size_t kPage = 4096;
   struct Prefault {
     char* from = nullptr;
