@@ -201,6 +201,21 @@ bool kernel_can_populate() {
   return ok;
 }
 
+// The block size of the prefault tests: about 20 a 2 MB region.
+constexpr std::size_t kBlock = 100 << 10;
+
+// Allocates kBlock blocks into `into` until one comes from a freshly mapped
+// 2 MB region (the last one added).
+void allocate_up_to_a_mapped_region(BlockArena& a, std::vector<void*>& into) {
+  for (;;) {
+    const std::size_t before = a.reserved_bytes();
+    void* p = a.allocate(kBlock);
+    REQUIRE(p != nullptr);
+    into.push_back(p);
+    if (a.reserved_bytes() - before == kHugeBytes) return;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("arena: a fresh 2 MB region's pages are in memory before its blocks are written",
@@ -213,22 +228,17 @@ TEST_CASE("arena: a fresh 2 MB region's pages are in memory before its blocks ar
   // 100 KB blocks until a 2 MB region is mapped; then every block taken
   // from it is in memory before anything is written to it, the whole
   // region through.
-  constexpr std::size_t kBlock = 100 << 10;
   std::vector<void*> blocks;
-  std::size_t checked = 0;
-  bool in_mapped_region = false;
-  while (checked < 30) {
-    const std::size_t before = arena.reserved_bytes();
-    void* p = arena.allocate(kBlock);
-    REQUIRE(p != nullptr);
-    blocks.push_back(p);
-    if (arena.reserved_bytes() - before == kHugeBytes) in_mapped_region = true;
-    if (in_mapped_region) {
-      CAPTURE(checked);
-      CHECK(resident(p, kBlock));
-      ++checked;
+  allocate_up_to_a_mapped_region(arena, blocks);
+  for (std::size_t checked = 0; checked < 30; ++checked) {
+    if (checked > 0) {
+      void* p = arena.allocate(kBlock);
+      REQUIRE(p != nullptr);
+      blocks.push_back(p);
     }
-    std::memset(p, 0x3c, kBlock);
+    CAPTURE(checked);
+    CHECK(resident(blocks.back(), kBlock));
+    std::memset(blocks.back(), 0x3c, kBlock);
   }
   for (void* p : blocks) arena.deallocate(p, kBlock);
 }
@@ -240,22 +250,12 @@ TEST_CASE("arena: a DeferPrefaults holds its thread's prefaults back until run()
   }
   // 100 KB blocks until one comes from a fresh 2 MB region (prefaulted at
   // once: nothing defers).
-  constexpr std::size_t kBlock = 100 << 10;
-  const auto up_to_a_mapped_region = [](BlockArena& a, std::vector<void*>& into) {
-    for (;;) {
-      const std::size_t before = a.reserved_bytes();
-      void* p = a.allocate(kBlock);
-      REQUIRE(p != nullptr);
-      into.push_back(p);
-      if (a.reserved_bytes() - before == kHugeBytes) return;
-    }
-  };
   BlockArena arena = make_arena();
   BlockArena other = make_arena();
   std::vector<void*> blocks;
   std::vector<void*> others;
-  up_to_a_mapped_region(arena, blocks);
-  up_to_a_mapped_region(other, others);
+  allocate_up_to_a_mapped_region(arena, blocks);
+  allocate_up_to_a_mapped_region(other, others);
   REQUIRE(resident(blocks.back(), kBlock));
   // Where the system backs the region with a huge page anyway (transparent
   // huge pages "always"), every page is in memory from the first fault.
