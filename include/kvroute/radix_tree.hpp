@@ -89,9 +89,10 @@
 //     also a version counter (every exclusive hold moves it on). match and
 //     match_and_insert descend optimistically: they take no lock on the
 //     nodes they pass, read each as a snapshot checked against its version,
-//     and lock only where they stop (the deepest node, and for
-//     match_and_insert its parent, shared), checking that neither changed;
-//     a check that fails a few times over falls back to the locked descent
+//     and lock only where they stop (the deepest node: shared, or for
+//     match_and_insert exclusively when the insert will change it), checking
+//     that it did not change; a check that fails a few times over falls back
+//     to the locked descent
 //     (RadixTreeStats::descent_fallbacks counts those). insert descends the
 //     same way as far as its tenant already holds the path (every ancestor
 //     of a node a tenant holds is held by it too), and from there on as
@@ -107,13 +108,17 @@
 //     hold at most two node locks (three, for an instant, in an insert), and
 //     compare text against a node's fragment under that node's lock (and, in
 //     an insert, its parent's shared lock) alone. A locked match would take
-//     shared locks only; insert takes a node's lock
-//     exclusively only where it changes that node (adds a child, a tenant, or
-//     splits it), and holds the node's parent shared meanwhile, so that the
-//     node stays linked while its lock is upgraded. match_and_insert descends
-//     as match does, keeping the parent too, and, when the chosen tenant
-//     holds the deepest matched node, goes on as insert from that node
-//     (whose locks it still holds), so the text is compared once.
+//     shared locks only; insert takes a node's lock exclusively only where
+//     it changes that node (adds a child, a tenant, or splits it). Where it
+//     upgrades a shared hold to get there, it holds the node's parent shared
+//     meanwhile, so that the node stays linked while its lock is released;
+//     where its optimistic descent already knows that it will change the
+//     node it stops in, it locks that node exclusively at once and needs no
+//     parent (the version check under the exclusive hold says the node is
+//     unchanged and still linked). match_and_insert descends as match does,
+//     with that exclusive ending, and, when the chosen tenant holds the
+//     deepest matched node, goes on as insert from that node (whose lock it
+//     still holds), so the text is compared once.
 //   * Each tenant has a mutex for its LRU list and size. It is taken for
 //     O(depth) link updates, never across a text comparison, and only by
 //     operations on that tenant, so threads serving different tenants never
@@ -124,9 +129,11 @@
 //     mutex that match never takes (insert takes it only for its own
 //     reactive eviction, see Options::tenant_budget).
 //   * A node is unlinked only while its parent's and its own locks are held
-//     exclusively, so no reader is inside it, none can reach it again, and no
-//     insert is upgrading its lock (that insert would hold the parent); it
-//     is retired right then. A merge also holds the merged child's children
+//     exclusively, so no reader is inside it, none can reach it again, no
+//     insert is upgrading its lock (that insert would hold the parent), and
+//     an insert whose optimistic descent stopped in it finds its version
+//     moved on when it locks it, and walks again; it is retired right
+//     then. A merge also holds the merged child's children
 //     exclusively, and an insert that upgrades a node's lock compares its
 //     text again if another writer held the node meanwhile (a split
 //     shortens a fragment, a merge lengthens it).
@@ -170,7 +177,7 @@
 //     character, a new tenant, unlinking a first-level node) waits for it,
 //     and, since the lock lets a waiting writer go first, so does any
 //     reader that needs the root's lock meanwhile. Optimistic descents take
-//     the root's lock only when they stop at the root or the first level.
+//     the root's lock only when they stop at the root.
 //   * remove_tenant(t) running alongside insert(..., t) ends with t either
 //     present (the insert came last) or absent; it waits for the in-flight
 //     inserts of t it meets, so a never-ending stream of them delays it.
@@ -230,7 +237,8 @@
 //
 // Invalidation: nothing returned refers into the tree. The RadixCandidates
 // view passed to a chooser (or a match_and_insert rule) is valid only during
-// that call, and the chooser runs under the deepest node's shared lock: it
+// that call, and the chooser runs under the deepest node's lock (shared;
+// for match_and_insert exclusive when the insert will change that node): it
 // must be short, must not throw and must not call back into the tree.
 //
 // Errors: insert, match and the maintenance calls never throw, never log and
@@ -664,8 +672,10 @@ class BasicApproxRadixTree {
   // matched node - a router following its match - the insert continues
   // from that node instead of descending and comparing the text again;
   // otherwise (another tenant, or a concurrent eviction in between) it runs
-  // as a separate insert. `decide` runs with the deepest node locked shared:
-  // it must not call into the tree. Never throws.
+  // as a separate insert. `decide` runs with the deepest node locked
+  // (exclusively when the insert will split it or add a child to it, else
+  // shared): it must be short and must not call into the tree. Never
+  // throws.
   template <class Decide>
   requires RadixDecider<Decide> MatchInsertResult match_and_insert(sequence_type seq,
                                                                    Decide&& decide)
@@ -694,9 +704,9 @@ class BasicApproxRadixTree {
     if (c != kNil) m.previous_recency = claim(c)->recency.load(std::memory_order_relaxed);
     TenantState* ts = (c == kNil || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
-      // Consumes the descent's shared holds. The descent's compare in x
+      // Consumes the descent's holds. The descent's compare in x
       // (d.pos - d.start symbols) holds: x has not changed since it was read.
-      if (insert_from(d.parent, x, d.index, false, c, d.start, text, n, *ts, out.insert,
+      if (insert_from(d.parent, x, d.index, d.excl, c, d.start, text, n, *ts, out.insert,
                       {d.pos, m.input - d.matched}, d.pos - d.start) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
       }
@@ -982,6 +992,16 @@ class BasicApproxRadixTree {
     }
     return d;
   }
+
+#if defined(KVROUTE_RADIX_TREE_TEST_HOOKS)
+  // Tests only, with KVROUTE_RADIX_TREE_TEST_HOOKS defined before this
+  // header is included (in a test program of its own: the macro changes the
+  // class). Called by every optimistic descent between its walk and the
+  // lock it ends with, on the descending thread, which holds no node lock
+  // then: a test changes the tree in that window from another thread.
+  void (*before_descent_lock)(void* arg) = nullptr;
+  void* before_descent_lock_arg = nullptr;
+#endif
 
  private:
   static constexpr int kMaxEvictFailures = 4096;
@@ -1648,27 +1668,31 @@ class BasicApproxRadixTree {
   // --- the descent -----------------------------------------------------------
 
   struct Descent {
-    Node* node;           // the deepest matched node, still locked shared
-    Node* parent;         // with KeepParent: its parent, locked shared (null at the root)
+    Node* node;           // the deepest matched node, still locked (see excl)
+    Node* parent;         // its parent locked shared, or null (see the descents)
     std::uint32_t index;  // node's index (kRoot for the root)
     std::size_t pos;      // symbols matched
     std::size_t matched;  // units matched
     std::size_t start;    // symbols before node's fragment
+    bool excl = false;    // node locked exclusively (else shared)
   };
 
   // The descent of match and match_and_insert: optimistic when the section
   // protects (nothing written on the nodes passed), else, or after a few
-  // failed validations, with lock coupling from the root. Same result
-  // either way: the deepest node locked shared, and with KeepParent its
-  // parent too.
-  template <bool KeepParent>
+  // failed validations, with lock coupling from the root. Same node and
+  // counts either way. For an insert (ForInsert) the node is held so that
+  // the insert can go on from it without upgrading its lock unprotected:
+  // exclusively with no parent when the optimistic walk knows the insert
+  // changes it, else shared with its parent (lock coupling), or shared
+  // with no parent (an optimistic walk that ends exactly at its end).
+  template <bool ForInsert>
   Descent descend_any(const detail::EpochDomain::Section& sec, const Symbol* text,
                       std::size_t n) noexcept {
     Descent d;
-    if (sec.protects() && descend_opt<KeepParent>(text, n, d, EnterAll{})) return d;
+    if (sec.protects() && descend_opt<ForInsert>(text, n, d, EnterAll{})) return d;
     counts_.add(kFallbacks, 1);
     root_.lock.lock_shared();
-    return descend<KeepParent>(text, n, EnterAll{});
+    return descend<ForInsert>(text, n, EnterAll{});
   }
   struct EnterAll {
     bool operator()(const Node&) const noexcept { return true; }
@@ -1680,20 +1704,30 @@ class BasicApproxRadixTree {
   // against the snapshot's fragment, and the child found in the snapshot's
   // block is checked against the version again before it is followed.
   // Everything the walk may read stays allocated while the caller's section
-  // is open (retire_*). At the end it locks the parent (with KeepParent) and
-  // the node shared and checks that neither changed since its snapshot;
-  // then the result is exactly what a locked descent would have returned at
-  // that moment. Like descend, it goes into a child only if `enter` allows
+  // is open (retire_*). At the end it locks the node and checks that it did
+  // not change since its snapshot; then the result is exactly what a locked
+  // descent would have returned at that moment, and the node is still in
+  // the tree (unlinking a node holds it exclusively, which moves its
+  // version on). Like descend, it goes into a child only if `enter` allows
   // (called on the child's checked snapshot, which it must only read).
   // Gives up (false) after kOptimisticTries walks that met a writer.
-  template <bool KeepParent, class Enter>
+  //
+  // The lock it ends with: shared, except for an insert (ForInsert) that
+  // will change the node: a split (the text leaves its fragment) or a new
+  // child (no child goes on with the text). Then it takes the node
+  // exclusively at once, and no parent: with the version checked under the
+  // exclusive hold, nothing can have unlinked the node, and the insert
+  // needs no upgrade (an upgrade releases the node, which is what a held
+  // parent protects). Holding a parent shared wrote its lock word on every
+  // insert, and the parents of inserts are the nodes every descent reads
+  // (two threads on branchy 20k 7-10% faster without: benchmarks/README.md,
+  // "Inserts without the parent's lock").
+  template <bool ForInsert, class Enter>
   bool descend_opt(const Symbol* text, std::size_t n, Descent& out, Enter&& enter) noexcept {
     for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
       OptimisticReads ignore;  // the reads race with writers by design
       Node* x = &root_;
-      Node* parent = nullptr;
       std::uint32_t vx = x->lock.read_begin();
-      std::uint32_t vp = 0;
       if (!detail::RwLock::readable(vx)) continue;
       Node s;  // x's snapshot
       snapshot(*x, s);
@@ -1703,6 +1737,7 @@ class BasicApproxRadixTree {
       std::size_t matched = 0;
       std::size_t start = 0;
       bool retry = false;
+      bool changes_x = false;  // a split of x or a new child of x follows
       while (pos < n) {
         // The snapshot is consistent, so this reads inside the (possibly
         // retired, still allocated) block; the check after it says whether
@@ -1712,7 +1747,10 @@ class BasicApproxRadixTree {
           retry = true;
           break;
         }
-        if (ci == kNil) break;
+        if (ci == kNil) {
+          changes_x = true;
+          break;
+        }
         Node* c = node(ci);
         const std::uint32_t vc = c->lock.read_begin();
         // c was x's child when vc was read only if x is still unchanged:
@@ -1736,8 +1774,6 @@ class BasicApproxRadixTree {
           retry = !c->lock.validate(vc);
           break;
         }
-        parent = x;
-        vp = vx;
         x = c;
         vx = vc;
         xi = ci;
@@ -1750,24 +1786,29 @@ class BasicApproxRadixTree {
         }
         matched += Traits::count(text + pos, k);
         pos += k;
+        changes_x = true;
         break;
       }
       ignore.end();
       if (retry) continue;
-      if (KeepParent && parent != nullptr) {
-        parent->lock.lock_shared();
-        if (!parent->lock.same_version(vp)) {
-          parent->lock.unlock_shared();
+#if defined(KVROUTE_RADIX_TREE_TEST_HOOKS)
+      if (before_descent_lock != nullptr) before_descent_lock(before_descent_lock_arg);
+#endif
+      if (ForInsert && changes_x) {
+        x->lock.lock();
+        if (!x->lock.same_version(vx)) {
+          x->lock.unlock();
           continue;
         }
+        out = {x, nullptr, xi, pos, matched, start, true};
+        return true;
       }
       x->lock.lock_shared();
       if (!x->lock.same_version(vx)) {
         x->lock.unlock_shared();
-        if (KeepParent && parent != nullptr) parent->lock.unlock_shared();
         continue;
       }
-      out = {x, KeepParent ? parent : nullptr, xi, pos, matched, start};
+      out = {x, nullptr, xi, pos, matched, start, false};
       return true;
     }
     return false;
@@ -1808,7 +1849,10 @@ class BasicApproxRadixTree {
   };
 
   void unlock_descent(const Descent& d) noexcept {
-    d.node->lock.unlock_shared();
+    if (d.excl)
+      d.node->lock.unlock();
+    else
+      d.node->lock.unlock_shared();
     if (d.parent != nullptr) d.parent->lock.unlock_shared();
   }
 
@@ -1991,7 +2035,7 @@ class BasicApproxRadixTree {
         })) {
       const std::uint32_t xc = d.node->find_claim(t);
       if (xc != kNil) {
-        return insert_from(d.parent, d.node, d.index, false, xc, d.start, text, n, ts, r, {},
+        return insert_from(d.parent, d.node, d.index, d.excl, xc, d.start, text, n, ts, r, {},
                            d.pos - d.start);
       }
       unlock_descent(d);  // stopped at the root, which t does not hold
@@ -2048,6 +2092,9 @@ class BasicApproxRadixTree {
   // The insert from node x (index xi) on. x is locked (exclusively iff
   // excl) and so is its parent, shared (null when x is the root); x's
   // fragment starts at text[pos], and xc is t's claim on x. Releases both.
+  // The parent may also be null when the insert will not upgrade x's lock:
+  // x held exclusively with xc, or x held shared with xc when the text ends
+  // at x's end or goes on into an existing child (descend_opt's cases).
   //
   // Holding the parent is what keeps x linked and allocated while x's lock
   // is upgraded (released shared, taken exclusively): unlinking x needs the
@@ -2099,6 +2146,8 @@ class BasicApproxRadixTree {
 
       if (split || need_claim || need_leaf) {
         if (!excl) {
+          KVROUTE_ASSERT(parent != nullptr || x == &root_,
+                         "radix tree: an upgrade without the parent's hold");
           if (need_leaf && pre == nullptr && !Node::inline_len(n - after)) {
             pre = alloc_frag(n - after);
             if (pre != nullptr) std::memcpy(pre, text + after, (n - after) * sizeof(Symbol));
@@ -2275,7 +2324,8 @@ class BasicApproxRadixTree {
   // exclusively (in that order), re-checks under the LRU mutex that nothing
   // moved, removes the claim, and unlinks and frees the node if no tenant
   // holds it. No insert is inside the node or upgrading its lock then: an
-  // insert in a node holds its parent shared.
+  // insert in a node holds it (shared or exclusively), and upgrades only
+  // while it holds the parent shared.
   template <class More>
   EvictResult evict_loop(TenantState& ts, More more) noexcept {
     EvictResult r;

@@ -1,0 +1,131 @@
+// The window of an insert's optimistic descent: between its lock-free walk
+// and the lock it ends with, the insert holds no node lock, so another
+// thread may split the node it stopped in, or unlink it. The insert must
+// notice (the node's version moved on) and walk again, never go on from
+// what it read before. A stress test meets this window only by chance; here
+// a test hook (KVROUTE_RADIX_TREE_TEST_HOOKS, which changes the class, hence
+// this program of its own) runs the other thread's change inside it.
+
+#define KVROUTE_RADIX_TREE_TEST_HOOKS 1
+#include "kvroute/radix_tree.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace {
+
+using kvroute::ApproxRadixTree;
+using kvroute::MatchResult;
+using kvroute::RadixCandidates;
+using kvroute::TenantId;
+
+// Runs `change` on a thread of its own, once, inside the first descent's
+// window that follows arm(); the descending thread waits for it. (The
+// change only records what it saw: Catch2's assertions belong to the main
+// thread.)
+class Window {
+ public:
+  explicit Window(ApproxRadixTree& tree) : tree_(tree) {}
+  ~Window() { tree_.before_descent_lock = nullptr; }
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  void arm(std::function<void()> change) {
+    change_ = std::move(change);
+    tree_.before_descent_lock_arg = this;
+    tree_.before_descent_lock = [](void* self) {
+      auto* w = static_cast<Window*>(self);
+      // The change's own descents pass here too: only the first runs it.
+      if (w->calls_.fetch_add(1) != 0) return;
+      std::thread(w->change_).join();
+    };
+  }
+  int calls() const { return calls_.load(); }
+
+ private:
+  ApproxRadixTree& tree_;
+  std::function<void()> change_;
+  std::atomic<int> calls_{0};
+};
+
+// The insert under test, through either entry point.
+void insert_via(ApproxRadixTree& tree, bool match_and_insert, std::string_view text, TenantId t) {
+  if (match_and_insert) {
+    const auto r = tree.match_and_insert(
+        text, [t](const RadixCandidates&, const MatchResult&) noexcept { return t; });
+    REQUIRE(r.inserted);
+    REQUIRE(r.insert.ok());
+  } else {
+    REQUIRE(tree.insert(text, t).ok());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("descent window: a split of the node the insert stopped in sends it back to the root",
+          "[radix_tree][concurrency]") {
+  const bool via_match = GENERATE(false, true);
+  ApproxRadixTree tree;
+  REQUIRE(tree.insert("abcdefgh", 0).ok());
+  Window window(tree);
+  // The insert stops two characters into "efgh" of the one node
+  // "abcdefgh"; meanwhile the node is split after "abcd", and keeps only
+  // that part. Going on with what it read would hang "ZZ" below "abcd".
+  bool split = false;
+  window.arm([&] { split = tree.insert("abcdXY", 1).ok(); });
+  insert_via(tree, via_match, "abcdefZZ", 0);
+  CHECK(split);
+  CHECK(window.calls() == 3);  // the insert's first walk, the change's, the insert's second
+  CHECK(tree.check_invariants().empty());
+  CHECK(tree.match_for_tenant("abcdefZZ", 0).matched == 8);
+  CHECK(tree.match_for_tenant("abcdefgh", 0).matched == 8);
+  CHECK(tree.match_for_tenant("abcdXY", 1).matched == 6);
+  CHECK_FALSE(tree.debug_node("abcdZZ").has_value());
+  CHECK(tree.tenant_size(0) == 10);  // "abcdef" + "gh" + "ZZ"
+}
+
+TEST_CASE("descent window: an eviction that unlinks the node sends the insert back to the root",
+          "[radix_tree][concurrency]") {
+  const bool via_match = GENERATE(false, true);
+  ApproxRadixTree tree;
+  REQUIRE(tree.insert("abcdefgh", 0).ok());
+  Window window(tree);
+  // Tenant 0's only node goes while the insert is about to lock it: an
+  // insert into the unlinked node would be lost.
+  std::size_t unlinked = 0;
+  window.arm([&] { unlinked = tree.evict_tenant(0, 0).nodes; });
+  insert_via(tree, via_match, "abcdefZZ", 0);
+  CHECK(unlinked == 1);
+  CHECK(window.calls() == 2);  // the insert's first walk (eviction has no descent), its second
+  CHECK(tree.check_invariants().empty());
+  const auto m = tree.match("abcdefZZ");
+  CHECK(m.tenant == 0);
+  CHECK(m.matched == 8);
+  CHECK(tree.tenant_size(0) == 8);
+  CHECK(tree.stats().nodes == 2);  // the root and "abcdefZZ"
+}
+
+TEST_CASE("descent window: a new child where the insert meant to add one is found on the next walk",
+          "[radix_tree][concurrency]") {
+  const bool via_match = GENERATE(false, true);
+  ApproxRadixTree tree;
+  REQUIRE(tree.insert("abcd", 0).ok());
+  Window window(tree);
+  // The walk finds no child for "e" below "abcd"; another insert adds it
+  // in the window. A second child for "e" would break the tree.
+  bool added = false;
+  window.arm([&] { added = tree.insert("abcdefgh", 1).ok(); });
+  insert_via(tree, via_match, "abcdefZZ", 0);
+  CHECK(added);
+  CHECK(tree.check_invariants().empty());
+  const auto below = tree.debug_node("abcd");
+  REQUIRE(below.has_value());
+  CHECK(below->children == 1);
+  CHECK(tree.match_for_tenant("abcdefZZ", 0).matched == 8);
+  CHECK(tree.match_for_tenant("abcdefgh", 1).matched == 8);
+}
