@@ -1334,11 +1334,13 @@ TEST_CASE("radix tree: match_and_insert shows the match to the rule, then insert
   CHECK_FALSE(miss.held);
   CHECK(tree.tenant_size(t2) == 14);
   CHECK(tree.check_invariants().empty());
-  // A declining rule inserts nothing and stamps nothing.
+  // A declining rule inserts nothing and stamps nothing (nor keeps the
+  // buffer its descent may have filled for the new leaf, text past 8
+  // bytes).
   const auto clock = tree.now();
   const auto bytes = tree.stats().bytes;
   const kvroute::MatchInsertResult none = tree.match_and_insert(
-      "hello there",
+      "hello there, general",
       [](const kvroute::RadixCandidates&, const MatchResult&) noexcept { return kNoTenant; });
   CHECK_FALSE(none.inserted);
   CHECK(none.match.matched == 6);

@@ -238,8 +238,8 @@
 // Invalidation: nothing returned refers into the tree. The RadixCandidates
 // view passed to a chooser (or a match_and_insert rule) is valid only during
 // that call, and the chooser runs under the deepest node's lock (shared;
-// for match_and_insert exclusive when the insert will change that node): it
-// must be short, must not throw and must not call back into the tree.
+// for match_and_insert possibly exclusive, held for the insert): it must be
+// short, must not throw and must not call back into the tree.
 //
 // Errors: insert, match and the maintenance calls never throw, never log and
 // never block on I/O; an allocation failure makes insert return
@@ -673,9 +673,9 @@ class BasicApproxRadixTree {
   // from that node instead of descending and comparing the text again;
   // otherwise (another tenant, or a concurrent eviction in between) it runs
   // as a separate insert. `decide` runs with the deepest node locked
-  // (exclusively when the insert will split it or add a child to it, else
-  // shared): it must be short and must not call into the tree. Never
-  // throws.
+  // (shared, or exclusively when the descent already holds it for an insert
+  // that splits it or adds a child to it): it must be short and must not
+  // call into the tree. Never throws.
   template <class Decide>
   requires RadixDecider<Decide> MatchInsertResult match_and_insert(sequence_type seq,
                                                                    Decide&& decide)
@@ -707,7 +707,8 @@ class BasicApproxRadixTree {
       // Consumes the descent's holds. The descent's compare in x
       // (d.pos - d.start symbols) holds: x has not changed since it was read.
       if (insert_from(d.parent, x, d.index, d.excl, c, d.start, text, n, *ts, out.insert,
-                      {d.pos, m.input - d.matched}, d.pos - d.start) == Step::kOutOfMemory) {
+                      {d.pos, m.input - d.matched}, d.pos - d.start,
+                      d.leaf) == Step::kOutOfMemory) {
         out.insert.status = InsertStatus::kOutOfMemory;
       }
       prefaults.run();
@@ -1675,6 +1676,12 @@ class BasicApproxRadixTree {
     std::size_t matched;  // units matched
     std::size_t start;    // symbols before node's fragment
     bool excl = false;    // node locked exclusively (else shared)
+    // With excl, from descend_opt: text[pos, n) already in a buffer for
+    // the new leaf (null when it fits in a node, or memory was short).
+    // Whoever consumes the descent passes it on to insert_from or frees it
+    // (unlock_descent does).
+    Symbol* leaf = nullptr;
+    std::size_t leaf_len = 0;
   };
 
   // The descent of match and match_and_insert: optimistic when the section
@@ -1683,8 +1690,9 @@ class BasicApproxRadixTree {
   // counts either way. For an insert (ForInsert) the node is held so that
   // the insert can go on from it without upgrading its lock unprotected:
   // exclusively with no parent when the optimistic walk knows the insert
-  // changes it, else shared with its parent (lock coupling), or shared
-  // with no parent (an optimistic walk that ends exactly at its end).
+  // changes it, else shared with its parent (lock coupling; none at the
+  // root), or shared with no parent (an optimistic walk that ends exactly at
+  // its end).
   template <bool ForInsert>
   Descent descend_any(const detail::EpochDomain::Section& sec, const Symbol* text,
                       std::size_t n) noexcept {
@@ -1718,9 +1726,12 @@ class BasicApproxRadixTree {
   // exclusively at once, and no parent: with the version checked under the
   // exclusive hold, nothing can have unlinked the node, and the insert
   // needs no upgrade (an upgrade releases the node, which is what a held
-  // parent protects). Holding a parent shared wrote its lock word on every
+  // parent protects). The new leaf's text is allocated and copied before
+  // that lock (out.leaf), as insert_from does before an upgrade, so that
+  // the node is held exclusively for the pointer updates, not for the
+  // length of a text. Holding a parent shared wrote its lock word on every
   // insert, and the parents of inserts are the nodes every descent reads
-  // (two threads on branchy 20k 7-10% faster without: benchmarks/README.md,
+  // (two threads on branchy 20k about 4% faster without: benchmarks/README.md,
   // "Inserts without the parent's lock").
   template <bool ForInsert, class Enter>
   bool descend_opt(const Symbol* text, std::size_t n, Descent& out, Enter&& enter) noexcept {
@@ -1795,12 +1806,9 @@ class BasicApproxRadixTree {
       if (before_descent_lock != nullptr) before_descent_lock(before_descent_lock_arg);
 #endif
       if (ForInsert && changes_x) {
-        x->lock.lock();
-        if (!x->lock.same_version(vx)) {
-          x->lock.unlock();
-          continue;
-        }
-        out = {x, nullptr, xi, pos, matched, start, true};
+        Symbol* leaf = nullptr;
+        if (!lock_to_change(*x, vx, text, pos, n, leaf)) continue;
+        out = {x, nullptr, xi, pos, matched, start, true, leaf, leaf == nullptr ? 0 : n - pos};
         return true;
       }
       x->lock.lock_shared();
@@ -1811,6 +1819,31 @@ class BasicApproxRadixTree {
       out = {x, nullptr, xi, pos, matched, start, false};
       return true;
     }
+    return false;
+  }
+
+  // descend_opt's ending for an insert that will change x: the new leaf's
+  // text, text[pos, n), copied into a buffer (`leaf`; null when it fits in
+  // a node or memory is short), then x locked exclusively if its version
+  // is still vx. On false x is not held and the buffer is freed. Out of
+  // line, so that the walk's loop stays as small as a match's.
+  KVROUTE_NOINLINE bool lock_to_change(Node& x, std::uint32_t vx, const Symbol* text,
+                                       std::size_t pos, std::size_t n, Symbol*& leaf) noexcept {
+    const std::size_t len = n - pos;
+    if (len > 0 && n <= kMaxSequenceSymbols && !Node::inline_len(len)) {
+      leaf = alloc_frag(len);
+      if (leaf != nullptr) std::memcpy(leaf, text + pos, len * sizeof(Symbol));
+    }
+    // A node that has already changed is walked again without taking it:
+    // an exclusive hold moves the version on even when it changes nothing,
+    // which would send every other walk through the node back too.
+    if (x.lock.validate(vx)) {
+      x.lock.lock();
+      if (x.lock.same_version(vx)) return true;
+      x.lock.unlock();
+    }
+    free_frag(leaf, len, frag_kind_for(len));
+    leaf = nullptr;
     return false;
   }
 
@@ -1849,6 +1882,7 @@ class BasicApproxRadixTree {
   };
 
   void unlock_descent(const Descent& d) noexcept {
+    free_frag(d.leaf, d.leaf_len, frag_kind_for(d.leaf_len));
     if (d.excl)
       d.node->lock.unlock();
     else
@@ -2036,7 +2070,7 @@ class BasicApproxRadixTree {
       const std::uint32_t xc = d.node->find_claim(t);
       if (xc != kNil) {
         return insert_from(d.parent, d.node, d.index, d.excl, xc, d.start, text, n, ts, r, {},
-                           d.pos - d.start);
+                           d.pos - d.start, d.leaf);
       }
       unlock_descent(d);  // stopped at the root, which t does not hold
     }
@@ -2107,17 +2141,19 @@ class BasicApproxRadixTree {
   static constexpr std::size_t kNotCompared = static_cast<std::size_t>(-1);
   Step insert_from(Node* parent, Node* x, std::uint32_t xi, bool excl, std::uint32_t xc,
                    std::size_t pos, const Symbol* text, std::size_t n, TenantState& ts,
-                   InsertResult& r, TailUnits tail = {},
-                   std::size_t known = kNotCompared) noexcept {
+                   InsertResult& r, TailUnits tail = {}, std::size_t known = kNotCompared,
+                   Symbol* pre_leaf = nullptr) noexcept {
     const TenantId t = ts.id;
     // Loop state: as above; when xc is kNil, pc is t's claim on the parent.
     std::uint32_t pc = kNil;
     std::size_t k = known != kNotCompared ? known : common_units(*x, text + pos, n - pos);
     // A new leaf's fragment, allocated and filled before the exclusive lock
     // is taken (text[pre_at, n)), so that the node is held exclusively only
-    // for the pointer updates. Used if the leaf still starts there.
-    Symbol* pre = nullptr;
-    std::size_t pre_at = 0;
+    // for the pointer updates. Used if the leaf still starts there. The
+    // caller's `pre_leaf` (descend_opt's, with x held exclusively) is one
+    // for text[pos + known, n).
+    Symbol* pre = pre_leaf;
+    std::size_t pre_at = pre_leaf != nullptr ? pos + known : 0;
     auto drop_pre = [&]() noexcept {
       if (pre != nullptr) free_frag(pre, n - pre_at, frag_kind_for(n - pre_at));
       pre = nullptr;
@@ -2427,7 +2463,8 @@ class BasicApproxRadixTree {
       return false;
     }
     // c's children too: an insert that holds a child alone (its parent let
-    // go once the child is held exclusively with its claim) may be splitting
+    // go once the child is held exclusively with its claim, or never held
+    // when its optimistic descent took the child exclusively) may be splitting
     // it, which copies claims whose parent claims are c's.
     for (std::uint32_t k = 0; k < c->nchild; ++k) node(c->kids()[k])->lock.lock();
     const auto unlock_children = [&]() noexcept {

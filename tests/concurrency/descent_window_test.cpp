@@ -65,6 +65,11 @@ void insert_via(ApproxRadixTree& tree, bool match_and_insert, std::string_view t
   }
 }
 
+// What the inserts under test add: a new leaf's text longer than a node
+// holds, so that the descent fills a buffer for it before its lock (freed
+// when the lock finds the node changed: the next walk may end elsewhere).
+constexpr std::string_view kTail = "abcdefZZZZZZZZZZ";
+
 }  // namespace
 
 TEST_CASE("descent window: a split of the node the insert stopped in sends it back to the root",
@@ -75,18 +80,19 @@ TEST_CASE("descent window: a split of the node the insert stopped in sends it ba
   Window window(tree);
   // The insert stops two characters into "efgh" of the one node
   // "abcdefgh"; meanwhile the node is split after "abcd", and keeps only
-  // that part. Going on with what it read would hang "ZZ" below "abcd".
+  // that part. Going on with what it read would hang "ZZZZZZZZZZ" below
+  // "abcd".
   bool split = false;
   window.arm([&] { split = tree.insert("abcdXY", 1).ok(); });
-  insert_via(tree, via_match, "abcdefZZ", 0);
+  insert_via(tree, via_match, kTail, 0);
   CHECK(split);
   CHECK(window.calls() == 3);  // the insert's first walk, the change's, the insert's second
   CHECK(tree.check_invariants().empty());
-  CHECK(tree.match_for_tenant("abcdefZZ", 0).matched == 8);
+  CHECK(tree.match_for_tenant(kTail, 0).matched == kTail.size());
   CHECK(tree.match_for_tenant("abcdefgh", 0).matched == 8);
   CHECK(tree.match_for_tenant("abcdXY", 1).matched == 6);
-  CHECK_FALSE(tree.debug_node("abcdZZ").has_value());
-  CHECK(tree.tenant_size(0) == 10);  // "abcdef" + "gh" + "ZZ"
+  CHECK_FALSE(tree.debug_node("abcdZZZZZZZZZZ").has_value());
+  CHECK(tree.tenant_size(0) == 18);  // "abcdef" + "gh" + "ZZZZZZZZZZ"
 }
 
 TEST_CASE("descent window: an eviction that unlinks the node sends the insert back to the root",
@@ -99,15 +105,15 @@ TEST_CASE("descent window: an eviction that unlinks the node sends the insert ba
   // insert into the unlinked node would be lost.
   std::size_t unlinked = 0;
   window.arm([&] { unlinked = tree.evict_tenant(0, 0).nodes; });
-  insert_via(tree, via_match, "abcdefZZ", 0);
+  insert_via(tree, via_match, kTail, 0);
   CHECK(unlinked == 1);
   CHECK(window.calls() == 2);  // the insert's first walk (eviction has no descent), its second
   CHECK(tree.check_invariants().empty());
-  const auto m = tree.match("abcdefZZ");
+  const auto m = tree.match(kTail);
   CHECK(m.tenant == 0);
-  CHECK(m.matched == 8);
-  CHECK(tree.tenant_size(0) == 8);
-  CHECK(tree.stats().nodes == 2);  // the root and "abcdefZZ"
+  CHECK(m.matched == kTail.size());
+  CHECK(tree.tenant_size(0) == kTail.size());
+  CHECK(tree.stats().nodes == 2);  // the root and kTail
 }
 
 TEST_CASE("descent window: a new child where the insert meant to add one is found on the next walk",
@@ -116,16 +122,22 @@ TEST_CASE("descent window: a new child where the insert meant to add one is foun
   ApproxRadixTree tree;
   REQUIRE(tree.insert("abcd", 0).ok());
   Window window(tree);
-  // The walk finds no child for "e" below "abcd"; another insert adds it
-  // in the window. A second child for "e" would break the tree.
+  // The walk finds no child for "e" below "abcd" and fills a buffer with
+  // the text from "e" on for the new leaf; another insert adds that child
+  // in the window. A second child for "e" would break the tree, and the
+  // next walk ends two characters into "efgh", with a buffer of its own.
   bool added = false;
   window.arm([&] { added = tree.insert("abcdefgh", 1).ok(); });
-  insert_via(tree, via_match, "abcdefZZ", 0);
+  insert_via(tree, via_match, kTail, 0);
   CHECK(added);
+  // The insert's walks and the change's; match_and_insert's second walk
+  // ends in tenant 1's "efgh", so it goes on as a separate insert: one walk
+  // more.
+  CHECK(window.calls() == (via_match ? 4 : 3));
   CHECK(tree.check_invariants().empty());
   const auto below = tree.debug_node("abcd");
   REQUIRE(below.has_value());
   CHECK(below->children == 1);
-  CHECK(tree.match_for_tenant("abcdefZZ", 0).matched == 8);
+  CHECK(tree.match_for_tenant(kTail, 0).matched == kTail.size());
   CHECK(tree.match_for_tenant("abcdefgh", 1).matched == 8);
 }
