@@ -675,7 +675,10 @@ class BasicApproxRadixTree {
   // as a separate insert. `decide` runs with the deepest node locked
   // (shared, or exclusively when the descent already holds it for an insert
   // that splits it or adds a child to it): it must be short and must not
-  // call into the tree. Never throws.
+  // call into the tree. (When it declines, or picks a tenant that does not
+  // hold that node - a router's miss - that exclusive hold and the copy of
+  // the new text made for it served nothing: the separate insert makes its
+  // own.) Never throws.
   template <class Decide>
   requires RadixDecider<Decide> MatchInsertResult match_and_insert(sequence_type seq,
                                                                    Decide&& decide)
@@ -1805,7 +1808,8 @@ class BasicApproxRadixTree {
 #if defined(KVROUTE_RADIX_TREE_TEST_HOOKS)
       if (before_descent_lock != nullptr) before_descent_lock(before_descent_lock_arg);
 #endif
-      if (ForInsert && changes_x) {
+      // (A text too long to insert is inserted by no one: shared.)
+      if (ForInsert && changes_x && n <= kMaxSequenceSymbols) {
         Symbol* leaf = nullptr;
         if (!lock_to_change(*x, vx, text, pos, n, leaf)) continue;
         out = {x, nullptr, xi, pos, matched, start, true, leaf, leaf == nullptr ? 0 : n - pos};
@@ -1830,7 +1834,7 @@ class BasicApproxRadixTree {
   KVROUTE_NOINLINE bool lock_to_change(Node& x, std::uint32_t vx, const Symbol* text,
                                        std::size_t pos, std::size_t n, Symbol*& leaf) noexcept {
     const std::size_t len = n - pos;
-    if (len > 0 && n <= kMaxSequenceSymbols && !Node::inline_len(len)) {
+    if (len > 0 && !Node::inline_len(len)) {
       leaf = alloc_frag(len);
       if (leaf != nullptr) std::memcpy(leaf, text + pos, len * sizeof(Symbol));
     }
@@ -1882,12 +1886,12 @@ class BasicApproxRadixTree {
   };
 
   void unlock_descent(const Descent& d) noexcept {
-    free_frag(d.leaf, d.leaf_len, frag_kind_for(d.leaf_len));
     if (d.excl)
       d.node->lock.unlock();
     else
       d.node->lock.unlock_shared();
     if (d.parent != nullptr) d.parent->lock.unlock_shared();
+    free_frag(d.leaf, d.leaf_len, frag_kind_for(d.leaf_len));  // after: not under the hold
   }
 
   // Walks from the root, which the caller has locked shared, with lock
@@ -2152,6 +2156,8 @@ class BasicApproxRadixTree {
     // for the pointer updates. Used if the leaf still starts there. The
     // caller's `pre_leaf` (descend_opt's, with x held exclusively) is one
     // for text[pos + known, n).
+    KVROUTE_ASSERT(pre_leaf == nullptr || known != kNotCompared,
+                   "radix tree: a leaf's buffer without the position it starts at");
     Symbol* pre = pre_leaf;
     std::size_t pre_at = pre_leaf != nullptr ? pos + known : 0;
     auto drop_pre = [&]() noexcept {

@@ -124,8 +124,10 @@ TEST_CASE("descent window: a new child where the insert meant to add one is foun
   Window window(tree);
   // The walk finds no child for "e" below "abcd" and fills a buffer with
   // the text from "e" on for the new leaf; another insert adds that child
-  // in the window. A second child for "e" would break the tree, and the
-  // next walk ends two characters into "efgh", with a buffer of its own.
+  // in the window. A second child for "e" would break the tree. The next
+  // walk ends in "abcd" (insert: tenant 0 does not hold "efgh", so it goes
+  // on into it with lock coupling) or two characters into "efgh"
+  // (match_and_insert, with a buffer of its own).
   bool added = false;
   window.arm([&] { added = tree.insert("abcdefgh", 1).ok(); });
   insert_via(tree, via_match, kTail, 0);
