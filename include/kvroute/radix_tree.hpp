@@ -1991,8 +1991,8 @@ class BasicApproxRadixTree {
   // tenants, and a new child `lower` takes the rest of the fragment (as
   // p.frag_mode says: see split_frag), x's children and x's claims (so the
   // claims below keep pointing at the right parent claims). The LRU step
-  // of tenant `own` (the inserting one) is left to the caller
-  // (p.own_old, p.own_copy: link_split_copy), which takes that tenant's
+  // of tenant `own` (the inserting one) is left to the caller (p.own_old,
+  // p.own_copy, p.own_lower: link_split_copy), which takes that tenant's
   // LRU mutex next anyway (to link the new leaf's claim, or to stamp),
   // still holding x: one hold of the mutex instead of two per split
   // (benchmarks/README.md, "One LRU hold a split").
@@ -2199,7 +2199,13 @@ class BasicApproxRadixTree {
       parent = nullptr;
     };
     // The split's step for t (split_node), made in the next hold of t's
-    // lru_mu: the leaf's link or the stamp, with x still held.
+    // lru_mu: the leaf's link or the stamp, with x still held. Meanwhile
+    // the copy is reachable by no one (x's tenants are read under x's lock),
+    // and t's old claim still says x and x's parent claim: a stamp from a
+    // claim below it walks a chain without the copy, which then goes right
+    // ahead of old, with old's recency, so the list stays ordered; an
+    // eviction that picked old (or a claim below it) waits for x and then
+    // finds old moved.
     std::uint32_t own_old = kNil;
     std::uint32_t own_copy = kNil;
     std::uint32_t own_lower = kNil;
@@ -2324,6 +2330,8 @@ class BasicApproxRadixTree {
           if (xc != kNil) xc = x->find_claim(t);  // the upper copy
         }
         if (need_claim) {
+          // t held no claim on x, so a split had no step for t to leave.
+          KVROUTE_ASSERT(own_old == kNil, "radix tree: a split's LRU step for a new claim");
           const std::uint32_t c = p.own;
           p.own = kNil;
           Claim* cc = claim(c);
