@@ -1040,6 +1040,15 @@ class BasicApproxRadixTree {
   // How a split treats a fragment (see split_frag).
   enum class SplitFrag { kCopyBoth, kUpperKeeps, kLowerKeeps };
 
+  // A split's LRU step for one tenant (link_split_copy): its claim `old` on
+  // the split node, which moves to the lower node `lower`, and the upper
+  // node's fresh `copy`. old == kNil: none.
+  struct SplitStep {
+    std::uint32_t old = kNil;
+    std::uint32_t copy = kNil;
+    std::uint32_t lower = kNil;
+  };
+
   // Allocations an insert step needs, made before it changes anything so
   // that running out of memory leaves the node untouched. Indices are slab
   // slots (kNil: none).
@@ -1059,11 +1068,8 @@ class BasicApproxRadixTree {
     bool leaf_filled = false;  // leaf_frag already holds the text
     std::uint32_t leaf_claim = kNil;
     // A split's step for the inserting tenant, left to the insert's next
-    // hold of that tenant's LRU mutex (split_node): its old claim on x,
-    // now the lower node's, and the upper copy.
-    std::uint32_t own_old = kNil;
-    std::uint32_t own_copy = kNil;
-    std::uint32_t own_lower = kNil;
+    // hold of that tenant's LRU mutex (split_node).
+    SplitStep own_step;
   };
 
   // --- slab objects ----------------------------------------------------------
@@ -1289,6 +1295,16 @@ class BasicApproxRadixTree {
     if (f == nullptr || kind == detail::kFragInline) return;
     const FragBuffer b = frag_buffer(f, len, kind);
     dealloc(b.base, b.bytes);
+  }
+  // A buffer as alloc_frag(len) returned it (f may be null): not one a
+  // split has since cut, whose kind the node keeps.
+  void free_frag(Symbol* f, std::size_t len) noexcept { free_frag(f, len, frag_kind_for(len)); }
+  // A buffer from alloc_frag(len) holding src[0, len); null when out of
+  // memory.
+  Symbol* alloc_frag_copy(const Symbol* src, std::size_t len) noexcept {
+    Symbol* f = alloc_frag(len);
+    if (f != nullptr) std::memcpy(f, src, len * sizeof(Symbol));
+    return f;
   }
 
   // Gives n the fragment src[0, len) (n.len is not read: the caller sets
@@ -1840,10 +1856,7 @@ class BasicApproxRadixTree {
   KVROUTE_NOINLINE bool lock_to_change(Node& x, std::uint32_t vx, const Symbol* text,
                                        std::size_t pos, std::size_t n, Symbol*& leaf) noexcept {
     const std::size_t len = n - pos;
-    if (len > 0 && !Node::inline_len(len)) {
-      leaf = alloc_frag(len);
-      if (leaf != nullptr) std::memcpy(leaf, text + pos, len * sizeof(Symbol));
-    }
+    if (len > 0 && !Node::inline_len(len)) leaf = alloc_frag_copy(text + pos, len);
     // A node that has already changed is walked again without taking it:
     // an exclusive hold moves the version on even when it changes nothing,
     // which would send every other walk through the node back too.
@@ -1852,7 +1865,7 @@ class BasicApproxRadixTree {
       if (x.lock.same_version(vx)) return true;
       x.lock.unlock();
     }
-    free_frag(leaf, len, frag_kind_for(len));
+    free_frag(leaf, len);
     leaf = nullptr;
     return false;
   }
@@ -1897,7 +1910,7 @@ class BasicApproxRadixTree {
     else
       d.node->lock.unlock_shared();
     if (d.parent != nullptr) d.parent->lock.unlock_shared();
-    free_frag(d.leaf, d.leaf_len, frag_kind_for(d.leaf_len));  // after: not under the hold
+    free_frag(d.leaf, d.leaf_len);  // after: not under the hold
   }
 
   // Walks from the root, which the caller has locked shared, with lock
@@ -1951,18 +1964,17 @@ class BasicApproxRadixTree {
 
   // --- insert ---------------------------------------------------------------
 
-  // A split's LRU step for one tenant (under its lru_mu): its claim `old`
-  // moves to the lower node `loi`, and the upper node's copy `m` takes its
-  // place in the path (old's parent claim) and in the list (right ahead of
-  // old, with old's recency).
-  void link_split_copy(TenantState& ts, std::uint32_t old, std::uint32_t m,
-                       std::uint32_t loi) const noexcept {
-    Claim* oc = claim(old);
-    Claim* mc = claim(m);
-    oc->node = loi;
+  // A split's LRU step for one tenant (under its lru_mu): its old claim
+  // moves to the lower node, and the upper node's copy takes its place in
+  // the path (old's parent claim) and in the list (right ahead of old, with
+  // old's recency).
+  void link_split_copy(TenantState& ts, const SplitStep& step) const noexcept {
+    Claim* oc = claim(step.old);
+    Claim* mc = claim(step.copy);
+    oc->node = step.lower;
     mc->up = oc->up;
-    oc->up = m;
-    list_insert_before(ts, old, m);
+    oc->up = step.copy;
+    list_insert_before(ts, step.old, step.copy);
     mc->recency.store(oc->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
     ts.listed.fetch_add(1, std::memory_order_relaxed);
   }
@@ -1970,8 +1982,8 @@ class BasicApproxRadixTree {
   void release_prep(Prep& p, std::size_t lower_len, std::size_t upper_len,
                     std::size_t leaf_len) noexcept {
     discard_node(p.lower);
-    free_frag(p.lower_frag, lower_len, frag_kind_for(lower_len));
-    free_frag(p.upper_frag, upper_len, frag_kind_for(upper_len));
+    free_frag(p.lower_frag, lower_len);
+    free_frag(p.upper_frag, upper_len);
     dealloc(p.upper_children, Node::child_block_bytes(p.upper_child_cap));
     dealloc(p.upper_tenants, Node::tenant_block_bytes(p.upper_tenant_cap));
     while (p.copies != kNil) {
@@ -1981,7 +1993,7 @@ class BasicApproxRadixTree {
     }
     discard_claim(p.own);
     discard_node(p.leaf);
-    free_frag(p.leaf_frag, leaf_len, frag_kind_for(leaf_len));
+    free_frag(p.leaf_frag, leaf_len);
     discard_claim(p.leaf_claim);
     p = Prep{};
   }
@@ -1991,8 +2003,8 @@ class BasicApproxRadixTree {
   // tenants, and a new child `lower` takes the rest of the fragment (as
   // p.frag_mode says: see split_frag), x's children and x's claims (so the
   // claims below keep pointing at the right parent claims). The LRU step
-  // of tenant `own` (the inserting one) is left to the caller (p.own_old,
-  // p.own_copy, p.own_lower: link_split_copy), which takes that tenant's
+  // of tenant `own` (the inserting one) is left to the caller
+  // (p.own_step: link_split_copy), which takes that tenant's
   // LRU mutex next anyway (to link the new leaf's claim, or to stamp),
   // still holding x: one hold of the mutex instead of two per split
   // (benchmarks/README.md, "One LRU hold a split").
@@ -2062,14 +2074,12 @@ class BasicApproxRadixTree {
       mc->node = xi;
       add_tenant_entry(x, u, m);  // in id order: appends
       if (u == own) {
-        p.own_old = old;
-        p.own_copy = m;
-        p.own_lower = loi;
+        p.own_step = {old, m, loi};
         continue;
       }
       TenantState* ts = find_state(u);
       std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-      link_split_copy(*ts, old, m, loi);
+      link_split_copy(*ts, {old, m, loi});
     }
     counts_.add(kClaims, lo->ntenant);
     counts_.add(kNodes, 1);
@@ -2189,7 +2199,7 @@ class BasicApproxRadixTree {
     Symbol* pre = pre_leaf;
     std::size_t pre_at = pre_leaf != nullptr ? pos + known : 0;
     auto drop_pre = [&]() noexcept {
-      if (pre != nullptr) free_frag(pre, n - pre_at, frag_kind_for(n - pre_at));
+      free_frag(pre, n - pre_at);
       pre = nullptr;
     };
     // The parent is needed only until x is held exclusively and t's claim
@@ -2206,16 +2216,14 @@ class BasicApproxRadixTree {
     // ahead of old, with old's recency, so the list stays ordered; an
     // eviction that picked old (or a claim below it) waits for x and then
     // finds old moved.
-    std::uint32_t own_old = kNil;
-    std::uint32_t own_copy = kNil;
-    std::uint32_t own_lower = kNil;
+    SplitStep own_step;
     auto link_own_copy = [&]() noexcept {
-      if (own_old == kNil) return;
-      link_split_copy(ts, own_old, own_copy, own_lower);
-      own_old = kNil;
+      if (own_step.old == kNil) return;
+      link_split_copy(ts, own_step);
+      own_step = {};
     };
     auto release = [&]() noexcept {
-      KVROUTE_ASSERT(own_old == kNil, "radix tree: a split's LRU step left undone");
+      KVROUTE_ASSERT(own_step.old == kNil, "radix tree: a split's LRU step left undone");
       drop_pre();
       if (excl)
         x->lock.unlock();
@@ -2236,8 +2244,7 @@ class BasicApproxRadixTree {
           KVROUTE_ASSERT(parent != nullptr || x == &root_,
                          "radix tree: an upgrade without the parent's hold");
           if (need_leaf && pre == nullptr && !Node::inline_len(n - after)) {
-            pre = alloc_frag(n - after);
-            if (pre != nullptr) std::memcpy(pre, text + after, (n - after) * sizeof(Symbol));
+            pre = alloc_frag_copy(text + after, n - after);
             pre_at = after;
           }
           const std::uint32_t seen = x->lock.read_begin();  // no writer: we hold it
@@ -2324,14 +2331,12 @@ class BasicApproxRadixTree {
 
         if (split) {
           split_node(*x, xi, k, kc, p, t);
-          own_old = p.own_old;
-          own_copy = p.own_copy;
-          own_lower = p.own_lower;
+          own_step = p.own_step;
           if (xc != kNil) xc = x->find_claim(t);  // the upper copy
         }
         if (need_claim) {
           // t held no claim on x, so a split had no step for t to leave.
-          KVROUTE_ASSERT(own_old == kNil, "radix tree: a split's LRU step for a new claim");
+          KVROUTE_ASSERT(own_step.old == kNil, "radix tree: a split's LRU step for a new claim");
           const std::uint32_t c = p.own;
           p.own = kNil;
           Claim* cc = claim(c);
