@@ -1455,6 +1455,44 @@ TEST_CASE("radix tree: recency is ordered along paths and in each tenant's LRU",
   CHECK(tree.match_for_tenant("conversation B turn 1", t1).matched == 13);  // "conversation "
 }
 
+TEST_CASE("radix tree: a stamp whose path lies in several places of the LRU reorders it exactly",
+          "[radix_tree][recency]") {
+  // A stamp moves its path to the front in runs (stretches that the list
+  // already holds in path order); the list must end as if each claim had
+  // moved on its own: the path, ancestors first, then everything else in
+  // its old order.
+  ApproxRadixTree tree;
+  tree.insert("Hello world, one", t1);   // stamp 1
+  tree.insert("Hello world, two", t1);   // 2: "Hello world, " + "one" | "two"
+  tree.insert("Hello there", t1);        // 3: "Hello " + "world, " | "there"
+  tree.insert("Hello world, two!", t1);  // 4: "two" + "!"
+  tree.insert("Hello there, you", t1);   // 5: "there" + ", you"
+  require_consistent(tree);
+  // Stamp 6: "world, ", "two" and "!" lie together, behind ", you", and
+  // move as one run; "Hello " is the head already.
+  CHECK(tree.match_for_tenant("Hello world, two!", t1).matched == 17);
+  require_consistent(tree);
+  // Stamp 7: "one" (the tail), "world, " and "Hello " move one by one.
+  CHECK(tree.match_for_tenant("Hello world, one", t1).matched == 16);
+  require_consistent(tree);
+  // Leaves from the least recent: ", you" (5), then "there" (5, a leaf once
+  // ", you" is gone), "!" (6), "two" (6); "one" (7) stays. Without stamp 6
+  // "!" would go first, without stamp 7 "one".
+  const std::size_t all = tree.tenant_size(t1);
+  REQUIRE(all == 6 + 7 + 3 + 3 + 1 + 5 + 5);
+  CHECK(tree.evict_tenant(t1, all - 5).claims == 1);
+  CHECK(tree.peek_for_tenant("Hello there, you", t1).matched == 11);
+  CHECK(tree.peek_for_tenant("Hello world, two!", t1).matched == 17);
+  CHECK(tree.evict_tenant(t1, all - 10).claims == 1);
+  CHECK(tree.peek_for_tenant("Hello there, you", t1).matched == 6);
+  CHECK(tree.evict_tenant(t1, all - 11).claims == 1);
+  CHECK(tree.peek_for_tenant("Hello world, two!", t1).matched == 16);
+  CHECK(tree.evict_tenant(t1, all - 14).claims == 1);
+  CHECK(tree.peek_for_tenant("Hello world, two!", t1).matched == 13);
+  CHECK(tree.peek_for_tenant("Hello world, one", t1).matched == 16);
+  require_consistent(tree);
+}
+
 TEST_CASE("radix tree: with recency_shift a step of 2^shift stamps shares one recency",
           "[radix_tree][recency]") {
   ApproxRadixTree tree({.recency_shift = 2});  // stamps 1-3: step 0, 4-7: 1, 8-11: 2
