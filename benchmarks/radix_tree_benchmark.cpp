@@ -26,7 +26,8 @@
 // machine at hand: a dependent load at random over 2 MB to 256 MB (what one
 // step of a descent through a tree that size costs when it misses), the
 // first touch of fresh anonymous pages (what a growing tree pays the kernel
-// per 4 KB), and an uncontended atomic add and compare-exchange.
+// per 4 KB), an uncontended atomic add and compare-exchange, and a written
+// line handed between two threads.
 //
 // Scale (BM_*TreeSize, BM_*Length): match and insert on trees of 10^3 to
 // 10^6 nodes (10^7 too when the environment sets KVROUTE_BENCH_HUGE=1: 2.7 GB
@@ -228,6 +229,29 @@ void BM_Reference_CompareExchange(benchmark::State& state) {
   if (x.load() == 0) state.SkipWithError("no work done");
 }
 BENCHMARK(BM_Reference_CompareExchange);
+
+// Two threads hand one written cache line back and forth: each waits for
+// its turn, then writes the line. Time per iteration (wall time over both
+// threads' iterations) is one handoff: the line moving from one core to the
+// other, then written. About what a thread pays to read or write a node,
+// claim or lock word the other core has just written, which
+// is where two threads on one tree lose most (benchmarks/README.md, "A
+// stamp moves runs"). Both threads run the same number of iterations, and
+// each run adds an even count, so thread 0 always starts.
+void BM_Reference_LineHandoff(benchmark::State& state) {
+  alignas(128) static std::atomic<std::uint64_t> turn{0};
+  const auto me = static_cast<std::uint64_t>(state.thread_index());
+  for (auto _ : state) {
+    for (int spins = 0; turn.load(std::memory_order_acquire) % 2 != me;) {
+      if (++spins == 4096) {  // one core for both threads: let the other run
+        std::this_thread::yield();
+        spins = 0;
+      }
+    }
+    turn.fetch_add(1, std::memory_order_release);
+  }
+}
+BENCHMARK(BM_Reference_LineHandoff)->Threads(2)->UseRealTime();
 
 // --- match on a built tree ---------------------------------------------------
 
