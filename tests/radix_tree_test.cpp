@@ -1469,10 +1469,12 @@ TEST_CASE("radix tree: a stamp whose path lies in several places of the LRU reor
   tree.insert("Hello there, you", t1);   // 5: "there" + ", you"
   require_consistent(tree);
   // Stamp 6: "world, ", "two" and "!" lie together, behind ", you", and
-  // move as one run; "Hello " is the head already.
+  // move to the front as one run; then "Hello " (the head before the stamp)
+  // moves on its own, ahead of them.
   CHECK(tree.match_for_tenant("Hello world, two!", t1).matched == 17);
   require_consistent(tree);
-  // Stamp 7: "one" (the tail), "world, " and "Hello " move one by one.
+  // Stamp 7: "one" (the tail) moves alone, then "Hello " and "world, " as
+  // one run.
   CHECK(tree.match_for_tenant("Hello world, one", t1).matched == 16);
   require_consistent(tree);
   // Leaves from the least recent: ", you" (5), then "there" (5, a leaf once

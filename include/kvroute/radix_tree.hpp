@@ -1635,8 +1635,8 @@ class BasicApproxRadixTree {
     // right behind the anchor, leaves the list as moving the claims one at a
     // time would. A path of b runs rewrites about 4b links of other claims
     // instead of about 4 a claim (branchy: 12.8 claims a stamp in 2.8 runs;
-    // two threads about 6% faster, benchmarks/README.md, "A stamp moves
-    // runs").
+    // two threads on branchy 20k about 6% faster, benchmarks/README.md, "A
+    // stamp moves runs").
     const std::uint32_t dest = anchor == kNil || claim(anchor)->up == kNil ? kNil : anchor;
     std::size_t written = 0;
     for (std::uint32_t p = ci; p != anchor;) {
@@ -1647,7 +1647,8 @@ class BasicApproxRadixTree {
       if (up == kNil) break;  // the root's claim, which is not listed
       const std::uint32_t low = p;
       std::uint32_t high = p;
-      while (up != anchor && c->prev == up && claim(up)->up != kNil) {
+      // (A root claim is not listed, so it is never a claim's prev.)
+      while (up != anchor && c->prev == up) {
         high = up;
         c = claim(up);
         c->recency.store(e, std::memory_order_relaxed);
