@@ -234,10 +234,10 @@ BENCHMARK(BM_Reference_CompareExchange);
 // its turn, then writes the line. Time per iteration (wall time over both
 // threads' iterations) is one handoff: the line moving from one core to the
 // other, then written. About what a thread pays to read or write a node,
-// claim or lock word the other core has just written, which
-// is where two threads on one tree lose most (benchmarks/README.md, "A
-// stamp moves runs"). Both threads run the same number of iterations, and
-// each run adds an even count, so thread 0 always starts.
+// claim or lock word the other core has just written, which is where two
+// threads on one tree lose most (benchmarks/README.md, "A stamp moves
+// runs"). Both threads run the same number of iterations, and each run
+// adds an even count, so thread 0 always starts.
 void BM_Reference_LineHandoff(benchmark::State& state) {
   alignas(128) static std::atomic<std::uint64_t> turn{0};
   const auto me = static_cast<std::uint64_t>(state.thread_index());
