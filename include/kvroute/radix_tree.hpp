@@ -1067,9 +1067,6 @@ class BasicApproxRadixTree {
     Symbol* leaf_frag = nullptr;
     bool leaf_filled = false;  // leaf_frag already holds the text
     std::uint32_t leaf_claim = kNil;
-    // A split's step for the inserting tenant, left to the insert's next
-    // hold of that tenant's LRU mutex (split_node).
-    SplitStep own_step;
   };
 
   // --- slab objects ----------------------------------------------------------
@@ -2024,13 +2021,13 @@ class BasicApproxRadixTree {
   // tenants, and a new child `lower` takes the rest of the fragment (as
   // p.frag_mode says: see split_frag), x's children and x's claims (so the
   // claims below keep pointing at the right parent claims). The LRU step
-  // of tenant `own` (the inserting one) is left to the caller
-  // (p.own_step: link_split_copy), which takes that tenant's
-  // LRU mutex next anyway (to link the new leaf's claim, or to stamp),
-  // still holding x: one hold of the mutex instead of two per split
-  // (benchmarks/README.md, "One LRU hold a split").
-  void split_node(Node& x, std::uint32_t xi, std::size_t k, std::size_t kc, Prep& p,
-                  TenantId own) noexcept {
+  // of tenant `own` (the inserting one) is returned for the caller to make
+  // (link_split_copy; old == kNil when `own` does not hold x), which takes
+  // that tenant's LRU mutex next anyway (to link the new leaf's claim, or
+  // to stamp), still holding x: one hold of the mutex instead of two per
+  // split (benchmarks/README.md, "One LRU hold a split").
+  [[nodiscard]] SplitStep split_node(Node& x, std::uint32_t xi, std::size_t k, std::size_t kc,
+                                     Prep& p, TenantId own) noexcept {
     const std::uint32_t loi = p.lower;
     p.lower = kNil;
     Node* lo = node(loi);
@@ -2085,6 +2082,7 @@ class BasicApproxRadixTree {
     x.set_cap_tenant(p.upper_tenant_cap);
     x.ntenant = 0;
     p.upper_tenants = nullptr;
+    SplitStep own_step;
     for (std::uint32_t i = 0; i < lo->ntenant; ++i) {
       const TenantId u = lo->tenant_ids()[i];
       const std::uint32_t old = lo->claims()[i];
@@ -2095,7 +2093,7 @@ class BasicApproxRadixTree {
       mc->node = xi;
       add_tenant_entry(x, u, m);  // in id order: appends
       if (u == own) {
-        p.own_step = {old, m, loi};
+        own_step = {old, m, loi};
         continue;
       }
       TenantState* ts = find_state(u);
@@ -2104,6 +2102,7 @@ class BasicApproxRadixTree {
     }
     counts_.add(kClaims, lo->ntenant);
     counts_.add(kNodes, 1);
+    return own_step;
   }
 
   // After an insert of ts's tenant: the reactive eviction to
@@ -2351,8 +2350,7 @@ class BasicApproxRadixTree {
         }
 
         if (split) {
-          split_node(*x, xi, k, kc, p, t);
-          own_step = p.own_step;
+          own_step = split_node(*x, xi, k, kc, p, t);
           if (xc != kNil) xc = x->find_claim(t);  // the upper copy
         }
         if (need_claim) {
