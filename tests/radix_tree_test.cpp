@@ -1047,7 +1047,9 @@ TEMPLATE_TEST_CASE("radix tree: a node keeps its first children inline, more in 
   require_consistent(tree);
   // Down to the trunk and one branch: the last branch, held by the trunk's
   // only tenant, is merged into the trunk's node (from a block of children
-  // back to none).
+  // back to none), once the trunk's last use went on into it (the matches
+  // above of t2's branches ended at the trunk).
+  tree.match(branches[4]);
   const kvroute::EvictResult r = tree.evict(6);
   CHECK(r.claims == 2);
   CHECK(r.merges == 1);
@@ -1773,6 +1775,40 @@ TEST_CASE("radix tree: evicting a branch merges its parent with the one child le
   require_consistent(tree);
 }
 
+// A use that ended at a node is more recent than the older text below it:
+// merging the two would evict them as one. Found by the differential fuzzer
+// (tests/fuzz/corpus/radix_tree/evict_keeps_most_recent_insert*).
+TEST_CASE("radix tree: an eviction keeps the most recent insert when it fits the budget",
+          "[radix_tree][evict][merge]") {
+  for (const unsigned shift : {0u, 1u, 6u}) {
+    CAPTURE(shift);
+    ApproxRadixTree tree(ApproxRadixTree::Options{.recency_shift = shift});
+    tree.insert("ab", t1);
+    tree.insert("a00000", t1);  // "a" -> {"b", "00000"}
+    tree.insert("a", t1);       // ends at "a": the most recent use
+    REQUIRE(tree.tenant_size(t1) == 7);
+    const kvroute::EvictResult r = tree.evict_tenant(t1, 4);
+    CHECK(r.merges == 0);  // "a" and "00000" were not used together last
+    CHECK(r.units == 6);   // "b", then "00000"
+    CHECK(tree.tenant_size(t1) == 1);
+    CHECK(tree.match_for_tenant("a", t1).matched == 1);
+    require_consistent(tree);
+  }
+}
+
+TEST_CASE("radix tree: a node used last on the way into its only child merges after an eviction",
+          "[radix_tree][evict][merge]") {
+  ApproxRadixTree tree;
+  tree.insert("ab", t1);
+  tree.insert("a", t1);       // ends at "a"
+  tree.insert("a00000", t1);  // then a use through "a" into "00000": the last use of "a"
+  const kvroute::EvictResult r = tree.evict_tenant(t1, 6);
+  CHECK(r.units == 1);  // "b"
+  CHECK(r.merges == 1);
+  CHECK(tree.debug_node("a00000")->fragment == "a00000");
+  require_consistent(tree);
+}
+
 TEST_CASE("radix tree: a pair whose joined text is over 64 KB is not merged",
           "[radix_tree][evict][merge]") {
   // Merging copies both fragments under both nodes' locks; past 64 KB the
@@ -1937,8 +1973,8 @@ TEST_CASE("radix tree: a fragment of up to 8 bytes is kept in its node", "[radix
   tree.insert(zhongwen, t1);
   tree.insert(zhongri, t2);
   require_consistent(tree);
-  CHECK(tree.match_for_tenant(zhongwen, t1).matched == 3);
   CHECK(tree.match_for_tenant(zhongri, t1).matched == 2);
+  CHECK(tree.match_for_tenant(zhongwen, t1).matched == 3);  // t1's last use goes through
   // Removing the second tenant merges the pieces back, each into one node
   // again: "abcdefghi" into a buffer, "12345678" and zhongwen into their
   // nodes.

@@ -28,10 +28,12 @@
 //     tenants (the branch or the tenant that split them is gone), the two
 //     are merged back into one node (EvictResult::merges), so chains of
 //     single-child nodes do not pile up behind evicted branches (the
-//     gateway never merges). The merged node keeps the upper node's
-//     recencies, which are at least as recent as the lower one's, and is
-//     evicted as one (an eviction may then go below its budget by the
-//     upper part). A pair whose joined text would exceed 64 KB stays split
+//     gateway never merges). Only when every one of those tenants last
+//     used the upper node on the way into the lower one (no insert or
+//     match of theirs has ended at the upper node since): the merged node
+//     is evicted as one, and a use that ended at the upper node is more
+//     recent than the text below it, which an eviction must be able to
+//     take alone. A pair whose joined text would exceed 64 KB stays split
 //     (the copy, made under both nodes' locks, would cost more than the
 //     node saves).
 //   * A tenant's size is the sum of the fragment lengths of every node it
@@ -467,8 +469,7 @@ class RadixCandidates {
   std::size_t size() const noexcept { return n_; }
   bool empty() const noexcept { return n_ == 0; }
   RadixCandidate operator[](std::size_t i) const noexcept {
-    return {ids_[i], static_cast<const detail::RadixClaim*>(pool_->at(claims_[i]))
-                         ->recency.load(std::memory_order_relaxed)};
+    return {ids_[i], static_cast<const detail::RadixClaim*>(pool_->at(claims_[i]))->recency()};
   }
   bool contains(TenantId t) const noexcept {
     const std::uint32_t* e = ids_ + n_;
@@ -650,7 +651,7 @@ class BasicApproxRadixTree {
       if (c != kNil) {
         TenantState* ts = find_state(t);
         std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-        r.previous_recency = claim(c)->recency.load(std::memory_order_relaxed);
+        r.previous_recency = claim(c)->recency();
         r.recency = stamp_path(*ts, c);
         r.tenant = t;
       }
@@ -704,7 +705,7 @@ class BasicApproxRadixTree {
     out.inserted = true;
     const std::uint32_t c = t <= kMaxTenantId ? x->find_claim(t) : kNil;
     out.held = c != kNil;
-    if (c != kNil) m.previous_recency = claim(c)->recency.load(std::memory_order_relaxed);
+    if (c != kNil) m.previous_recency = claim(c)->recency();
     TenantState* ts = (c == kNil || n > kMaxSequenceSymbols) ? nullptr : find_state(t);
     if (ts != nullptr) {
       // Consumes the descent's holds. The descent's compare in x
@@ -828,9 +829,8 @@ class BasicApproxRadixTree {
     std::lock_guard<std::mutex> m(ts->maint_mu);
     // No collect() here (feedback may come with every request): what this
     // retires is freed by the domain's own batches and by maintenance.
-    return evict_loop(*ts, [recency](const TenantState&, const Claim& c) {
-      return c.recency.load(std::memory_order_relaxed) < recency;
-    });
+    return evict_loop(
+        *ts, [recency](const TenantState&, const Claim& c) { return c.recency() < recency; });
   }
 
   // Removes `tenant` from every node, the root included, and forgets its
@@ -1579,7 +1579,7 @@ class BasicApproxRadixTree {
       list_push_front(ts, ci);
     else
       list_insert_after(ts, up, ci);
-    claim(ci)->recency.store(u->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    claim(ci)->set_stamp(u->recency(), false);
   }
 
   // The recency of a new stamp. Requires the stamped tenant's lru_mu, like
@@ -1615,7 +1615,7 @@ class BasicApproxRadixTree {
     std::uint32_t anchor = kNil;
     for (std::uint32_t p = recency_shift_ == 0 ? kNil : ci; p != kNil;) {
       const Claim* c = claim(p);
-      if (c->recency.load(std::memory_order_relaxed) >= e) {
+      if (c->recency() >= e) {
         anchor = p;
         break;
       }
@@ -1636,9 +1636,13 @@ class BasicApproxRadixTree {
     // stamp moves runs").
     const std::uint32_t dest = anchor == kNil || claim(anchor)->up == kNil ? kNil : anchor;
     std::size_t written = 0;
+    // The stamp ends at ci (RadixClaim: `ended`); the claims above it were
+    // passed on the way. Above the anchor a mark left by an earlier stamp
+    // stays: it only keeps a merge from happening.
+    if (anchor == ci && !claim(ci)->ended()) claim(ci)->set_stamp(e, true);
     for (std::uint32_t p = ci; p != anchor;) {
       Claim* c = claim(p);
-      c->recency.store(e, std::memory_order_relaxed);
+      c->set_stamp(e, p == ci);
       ++written;
       std::uint32_t up = c->up;
       if (up == kNil) break;  // the root's claim, which is not listed
@@ -1648,7 +1652,7 @@ class BasicApproxRadixTree {
       while (up != anchor && c->prev == up) {
         high = up;
         c = claim(up);
-        c->recency.store(e, std::memory_order_relaxed);
+        c->set_stamp(e, false);
         ++written;
         up = c->up;
       }
@@ -1696,10 +1700,10 @@ class BasicApproxRadixTree {
       r.found = true;
       if constexpr (Stamp) {
         std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-        r.previous_recency = claim(xc)->recency.load(std::memory_order_relaxed);
+        r.previous_recency = claim(xc)->recency();
         r.recency = stamp_path(*ts, xc);
       } else {
-        r.previous_recency = r.recency = claim(xc)->recency.load(std::memory_order_relaxed);
+        r.previous_recency = r.recency = claim(xc)->recency();
       }
     }
     d.node->lock.unlock_shared();
@@ -1993,7 +1997,7 @@ class BasicApproxRadixTree {
     mc->up = oc->up;
     oc->up = step.copy;
     list_insert_before(ts, step.old, step.copy);
-    mc->recency.store(oc->recency.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    mc->set_stamp(oc->recency(), false);  // the path goes on into old's node
     ts.listed.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -2530,6 +2534,21 @@ class BasicApproxRadixTree {
   // pair stays a chain, whose extra node is small beside its text), and a
   // look at each child of c for each tenant. Returns whether it merged.
   static constexpr std::size_t kMaxMergeBytes = std::size_t{64} << 10;
+  // Whether every tenant of m (the same as c's, in the same order) last
+  // used m only on the way into c: its claim on m is not marked `ended`
+  // and has the recency of its claim on c. Otherwise some tenant's most
+  // recent use ended at m, and the merged node, which is evicted as one,
+  // would take that use away with c's older text (an eviction that
+  // unmerged stops after c). Stamps that run meanwhile pass through both
+  // nodes (they end below c: m and c are held), so they write both claims
+  // alike.
+  bool used_together(const Node& m, const Node& c) const noexcept {
+    for (std::uint32_t i = 0; i < m.ntenant; ++i) {
+      const Claim* mc = claim(m.claims()[i]);
+      if (mc->ended() || mc->recency() != claim(c.claims()[i])->recency()) return false;
+    }
+    return true;
+  }
   bool merge_only_child(Node& m, const TenantState& held) noexcept {
     if (m.nchild != 1) return false;
     const std::uint32_t ci = m.kids()[0];
@@ -2539,7 +2558,7 @@ class BasicApproxRadixTree {
     const std::size_t len = std::size_t{m.len} + c->len;
     const bool same = nt == m.ntenant &&
                       std::equal(c->tenant_ids(), c->tenant_ids() + nt, m.tenant_ids()) &&
-                      len * sizeof(Symbol) <= kMaxMergeBytes;
+                      len * sizeof(Symbol) <= kMaxMergeBytes && used_together(m, *c);
     if (!same) {
       c->lock.unlock();
       return false;
@@ -2588,6 +2607,8 @@ class BasicApproxRadixTree {
           const std::uint32_t below = node(c->kids()[k])->find_claim(ids[i]);
           if (below != kNil) claim(below)->up = mc;
         }
+        // The merged node ends where c ended: its mark comes from c's claim.
+        claim(mc)->set_stamp(claim(cc)->recency(), claim(cc)->ended());
         list_unlink(*u, cc);
         u->listed.fetch_sub(1, std::memory_order_relaxed);
       }
@@ -2699,7 +2720,7 @@ class BasicApproxRadixTree {
         const std::uint32_t pc = p->find_claim(t);
         if (pc == kNil) return fail("a tenant holds a node but not its parent");
         if (c->up != pc) return fail("a claim's parent claim is not on the parent node");
-        if (c->recency.load() > claim(pc)->recency.load())
+        if (c->recency() > claim(pc)->recency())
           return fail("a node is more recent than its parent");
         auto s = std::lower_bound(sizes.begin(), sizes.end(), t,
                                   [](const TenantSize& a, TenantId v) { return a.tenant < v; });
@@ -2734,7 +2755,7 @@ class BasicApproxRadixTree {
         if (listed > claims) return fail("an LRU list has a cycle");
         if (c->prev != prev) return fail("LRU list links are broken");
         if (c->up == kNil) return fail("a root claim is listed");
-        if (prev != kNil && claim(prev)->recency.load() < c->recency.load()) {
+        if (prev != kNil && claim(prev)->recency() < c->recency()) {
           return fail("LRU list is not ordered by recency");
         }
         if (node_or_root(c->node)->find_claim(ts->id) != ci) {

@@ -148,14 +148,34 @@ inline constexpr std::uint32_t kRootIndex = 0xFFFFFFFEu;
 // claim on the parent node (kNilIndex on the root, whose claims are not
 // listed).
 //
+// The claim's stamp word holds its recency and one mark, `ended`: the last
+// stamp that wrote this claim ended on its node (an insert or a match whose
+// path stopped there) rather than going on into a child. A node whose
+// claims are all unmarked, and have the recency of its only child's claims,
+// was last used only on the way into that child, so the two can be merged
+// without evicting a use that ended at the upper node together with the
+// older text below it (the tree's merge_only_child).
+//
 // Guarded by the tenant's LRU mutex: node, up, prev, next and writes of
-// recency. recency may be read without it (the tenant choice reads it).
+// the stamp word. It may be read without it (the tenant choice reads the
+// recency).
 struct RadixClaim {
+  static constexpr std::uint64_t kEnded = std::uint64_t{1} << 63;
+
   std::uint32_t node = kNilIndex;
   std::uint32_t up = kNilIndex;
   std::uint32_t prev = kNilIndex;  // toward the most recent
   std::uint32_t next = kNilIndex;  // toward the least recent
-  std::atomic<std::uint64_t> recency{0};
+  std::atomic<std::uint64_t> stamp_word{0};
+
+  std::uint64_t recency() const noexcept {
+    return stamp_word.load(std::memory_order_relaxed) & ~kEnded;
+  }
+  bool ended() const noexcept { return (stamp_word.load(std::memory_order_relaxed) & kEnded) != 0; }
+  // Recencies stay below 2^63 (a stamp a nanosecond would take 292 years).
+  void set_stamp(std::uint64_t recency, bool ended) noexcept {
+    stamp_word.store(recency | (ended ? kEnded : 0), std::memory_order_relaxed);
+  }
 };
 
 // The tree's slab: 8-byte units in chunks of 2048 (16 KB); a claim is a
