@@ -183,14 +183,10 @@
 //   * remove_tenant(t) running alongside insert(..., t) ends with t either
 //     present (the insert came last) or absent; it waits for the in-flight
 //     inserts of t it meets, so a never-ending stream of them delays it.
-//   * One limit: a node's version counts exclusive holds modulo 2^19. An
-//     optimistic descent (match, match_and_insert, insert) descheduled in
-//     the middle while one node it read is held exclusively exactly a
-//     multiple of 2^19 times could take that node's stale snapshot for
-//     current. A match's result could then be wrong (its length or
-//     tenant); an insert going on from such a descent could record a
-//     wrong path or split in the tree. Never memory: what a descent reads
-//     stays allocated until it leaves.
+//   * However long an optimistic descent is descheduled, it never takes a
+//     stale snapshot for current: a node's version word repeats after 2^19
+//     exclusive holds, and a descent that saw any version wrap while it
+//     walked walks again (detail/rw_lock.hpp, RwLock::wrapped_since).
 //
 // Complexity (L = sequence length, d = depth of the path, T = tenants at a
 // node, C = children at a node; all small in practice):
@@ -1784,6 +1780,7 @@ class BasicApproxRadixTree {
   bool descend_opt(const Symbol* text, std::size_t n, Descent& out, Enter&& enter) noexcept {
     for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
       OptimisticReads ignore;  // the reads race with writers by design
+      const std::uint64_t wraps = detail::RwLock::wraps();
       Node* x = &root_;
       std::uint32_t vx = x->lock.read_begin();
       if (!detail::RwLock::readable(vx)) continue;
@@ -1855,12 +1852,12 @@ class BasicApproxRadixTree {
       // (A text too long to insert is inserted by no one: shared.)
       if (ForInsert && changes_x && n <= kMaxSequenceSymbols) {
         Symbol* leaf = nullptr;
-        if (!lock_to_change(*x, vx, text, pos, n, leaf)) continue;
+        if (!lock_to_change(*x, vx, wraps, text, pos, n, leaf)) continue;
         out = {x, nullptr, xi, pos, matched, start, true, leaf, leaf == nullptr ? 0 : n - pos};
         return true;
       }
       x->lock.lock_shared();
-      if (!x->lock.same_version(vx)) {
+      if (!x->lock.same_version(vx) || detail::RwLock::wrapped_since(wraps)) {
         x->lock.unlock_shared();
         continue;
       }
@@ -1875,8 +1872,9 @@ class BasicApproxRadixTree {
   // a node or memory is short), then x locked exclusively if its version
   // is still vx. On false x is not held and the buffer is freed. Out of
   // line, so that the walk's loop stays as small as a match's.
-  KVROUTE_NOINLINE bool lock_to_change(Node& x, std::uint32_t vx, const Symbol* text,
-                                       std::size_t pos, std::size_t n, Symbol*& leaf) noexcept {
+  KVROUTE_NOINLINE bool lock_to_change(Node& x, std::uint32_t vx, std::uint64_t wraps,
+                                       const Symbol* text, std::size_t pos, std::size_t n,
+                                       Symbol*& leaf) noexcept {
     const std::size_t len = n - pos;
     if (len > 0 && !Node::inline_len(len)) leaf = alloc_frag_copy(text + pos, len);
     // A node that has already changed is walked again without taking it:
@@ -1884,7 +1882,7 @@ class BasicApproxRadixTree {
     // which would send every other walk through the node back too.
     if (x.lock.validate(vx)) {
       x.lock.lock();
-      if (x.lock.same_version(vx)) return true;
+      if (x.lock.same_version(vx) && !detail::RwLock::wrapped_since(wraps)) return true;
       x.lock.unlock();
     }
     free_frag(leaf, len);
@@ -2272,6 +2270,7 @@ class BasicApproxRadixTree {
             pre_at = after;
           }
           const std::uint32_t seen = x->lock.read_begin();  // no writer: we hold it
+          const std::uint64_t wraps = detail::RwLock::wraps();
           x->lock.unlock_shared();
           x->lock.lock();
           excl = true;
@@ -2279,7 +2278,9 @@ class BasicApproxRadixTree {
           // it (x then keeps a prefix of its fragment, and fresh copies of
           // its claims) or an eviction that merged its only child into it
           // (x's fragment then goes on past where it ended): compare again.
-          if (!x->lock.same_version(seen)) k = common_units(*x, text + pos, n - pos);
+          if (!x->lock.same_version(seen) || detail::RwLock::wrapped_since(wraps)) {
+            k = common_units(*x, text + pos, n - pos);
+          }
           const std::uint32_t now = x->find_claim(t);
           if (now != kNil) {
             xc = now;  // the upper copy, or another insert of t added it

@@ -227,6 +227,33 @@ TEST_CASE("tree locks: RwLock's version moves on with every exclusive hold, not 
   CHECK(kvroute::detail::RwLock::readable(l.read_begin()));
 }
 
+TEST_CASE("tree locks: a reader sees a version wrap that its token alone would miss", "[locks]") {
+  // The version word comes back to the same value after 2^19 holds of one
+  // lock; the count of wraps says that it did.
+  kvroute::detail::RwLock l;
+  const std::uint64_t before = kvroute::detail::RwLock::wraps();
+  const std::uint32_t t = l.read_begin();
+  CHECK_FALSE(kvroute::detail::RwLock::wrapped_since(before));
+  for (int i = 0; i < (1 << 19) - 1; ++i) {
+    l.lock();
+    l.unlock();
+  }
+  CHECK_FALSE(l.validate(t));
+  CHECK_FALSE(kvroute::detail::RwLock::wrapped_since(before));  // not wrapped yet
+  l.lock();
+  l.downgrade();             // downgrades move the version on too
+  CHECK(l.same_version(t));  // the word alone says "unchanged"
+  l.unlock_shared();
+  CHECK(l.validate(t));
+  CHECK(kvroute::detail::RwLock::wrapped_since(before));
+  // After the wrap, a fresh count is current again.
+  const std::uint64_t after = kvroute::detail::RwLock::wraps();
+  CHECK(after == before + 1);
+  l.lock();
+  l.unlock();
+  CHECK_FALSE(kvroute::detail::RwLock::wrapped_since(after));
+}
+
 TEST_CASE("tree locks: an optimistic reader never accepts a half-written pair", "[locks]") {
   // A writer keeps a == b under the exclusive lock; readers copy both
   // without the lock and keep the copy only when validate() says no writer

@@ -24,8 +24,19 @@
 // unchanged, with no writer in, afterwards read a state no writer touched
 // in between (read_begin / validate; see the radix tree's optimistic
 // descent). The word: bit 31 writer, 30 writer waiting, 29 reader waiting,
-// bits 10-28 the version (wrapping at 2^19), bits 0-9 the readers (at most
-// 1023 at once; a further reader waits as if a writer were waiting).
+// bits 10-28 the version, bits 0-9 the readers (at most 1023 at once; a
+// further reader waits as if a writer were waiting).
+//
+// The version wraps every 2^19 exclusive holds of one lock, so a token
+// alone could be taken for current by a reader descheduled that long. A
+// process-wide 64-bit count of wraps closes that: a hold whose bump wraps
+// its lock's version adds one to it first (release order, while it holds
+// the lock). A reader takes `wraps()` before its first read_begin() and
+// asks `wrapped_since()` after its last validate() or same_version(); when
+// nothing wrapped in between, every check it made was exact. The count
+// cannot wrap in the life of a process, and it is written once per 2^19
+// holds of one lock, so it stays in every reader's cache; a reader pays
+// for it once per walk, not once per node.
 //
 // Not recursive. Not fair between readers and writers beyond "a waiting
 // writer blocks new readers".
@@ -40,6 +51,7 @@
 #include <cstdint>
 
 #include "kvroute/config.hpp"
+#include "kvroute/detail/striped.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 namespace detail {
@@ -98,6 +110,14 @@ class SpinWait {
   std::chrono::steady_clock::time_point until_{};
 };
 
+// The count of every RwLock's version wraps (see RwLock), on a line of
+// its own: read by every optimistic walk, written once per 2^19 holds of
+// one lock.
+struct alignas(kCacheLine) VersionWraps {
+  std::atomic<std::uint64_t> n{0};
+};
+inline VersionWraps version_wraps;
+
 class RwLock {
  public:
   RwLock() noexcept = default;
@@ -139,6 +159,7 @@ class RwLock {
     // Sleepers (either bit) are woken and set their bit again if they must
     // wait on; without any, no system call. The version moves on.
     std::uint32_t prev = state_.load(std::memory_order_relaxed);
+    count_wrap(prev);
     while (!state_.compare_exchange_weak(prev, bumped(prev & ~(kWriter | kReaderWaiting)),
                                          std::memory_order_release, std::memory_order_relaxed)) {
     }
@@ -151,6 +172,7 @@ class RwLock {
     KVROUTE_ASSERT((state_.load(std::memory_order_relaxed) & kWriter) != 0,
                    "RwLock: downgrade without the writer");
     std::uint32_t s = state_.load(std::memory_order_relaxed);
+    count_wrap(s);
     while (!state_.compare_exchange_weak(s, bumped(s & ~(kWriter | kReaderWaiting)) + 1,
                                          std::memory_order_release, std::memory_order_relaxed)) {
     }
@@ -166,19 +188,28 @@ class RwLock {
   std::uint32_t read_begin() const noexcept { return state_.load(std::memory_order_acquire); }
   static bool readable(std::uint32_t token) noexcept { return (token & kWriter) == 0; }
   bool validate(std::uint32_t token) const noexcept {
-#if KVROUTE_TSAN
-    // No fence under TSan (config.hpp); an acquire load keeps the earlier
+#if !KVROUTE_TSAN
+    // No fence under TSan (config.hpp); the acquire load keeps the earlier
     // reads before it on x86, which is what such a build runs on.
-    return unchanged(state_.load(std::memory_order_acquire), token);
-#else
     std::atomic_thread_fence(std::memory_order_acquire);
-    return unchanged(state_.load(std::memory_order_relaxed), token);
 #endif
+    // Acquire: a wrap counted before the hold that wrote this word is seen
+    // by a later wrapped_since().
+    return unchanged(state_.load(std::memory_order_acquire), token);
   }
   // For a caller that holds the lock shared (no writer can be in): has any
   // exclusive hold ended since `token` was read?
   bool same_version(std::uint32_t token) const noexcept {
     return ((state_.load(std::memory_order_relaxed) ^ token) & kVersionMask) == 0;
+  }
+
+  // The wraps so far (see above), for wrapped_since(). Acquire: a wrap it
+  // sees began after the word any later read_begin() returns.
+  static std::uint64_t wraps() noexcept { return version_wraps.n.load(std::memory_order_acquire); }
+  // Whether any lock's version has wrapped since wraps() returned `before`:
+  // if not, every validate() and same_version() made since was exact.
+  static bool wrapped_since(std::uint64_t before) noexcept {
+    return version_wraps.n.load(std::memory_order_acquire) != before;
   }
 
  private:
@@ -200,6 +231,16 @@ class RwLock {
   // s with the version moved on by one (wrapping inside its bits).
   static std::uint32_t bumped(std::uint32_t s) noexcept {
     return (s & ~kVersionMask) | ((s + kVersionOne) & kVersionMask);
+  }
+  // Called by the writer before its hold ends, with the word as it is (its
+  // version bits change only under the writer): counts the wrap when this
+  // hold's bump will wrap the version, before any reader can see the
+  // wrapped word. Release: a reader whose wraps() sees this count has seen
+  // this hold begin, so the words it reads afterwards are not older.
+  static void count_wrap(std::uint32_t s) noexcept {
+    if (KVROUTE_UNLIKELY((bumped(s) & kVersionMask) == 0)) {
+      version_wraps.n.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
 
   // After a reader left (prev: the word before it did): wake a waiting
