@@ -81,7 +81,7 @@ void BM_Baseline_RandomIndex(benchmark::State& state) {
   Fixture f(static_cast<int>(state.range(0)));
   kvroute::detail::SharedRng rng(1);
   for (auto _ : state) {
-    const auto& healthy = f.snap->group("").healthy();
+    const auto& healthy = f.snap->group("").available();
     benchmark::DoNotOptimize(healthy[rng.below(healthy.size())]);
   }
 }

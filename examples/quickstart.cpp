@@ -37,9 +37,9 @@ int main() {
   kvroute::Router<kvroute::RoundRobin> round_robin;
 
   const std::vector<std::string_view> flags = {"--policy", "consistent_hashing"};
-  absl::StatusOr<kvroute::PolicyConfig> config = kvroute::ParsePolicyFlags(flags);
+  absl::StatusOr<kvroute::PolicyConfig> config = kvroute::parse_policy_flags(flags);
   if (!config.ok()) return fmt::print(stderr, "{}\n", config.status().ToString()), 1;
-  absl::StatusOr<kvroute::AnyPolicy> policy = kvroute::MakePolicy(*config);
+  absl::StatusOr<kvroute::AnyPolicy> policy = kvroute::make_policy(*config);
   if (!policy.ok()) return fmt::print(stderr, "{}\n", policy.status().ToString()), 1;
   kvroute::Router<kvroute::AnyPolicy> sticky(*std::move(policy));
 

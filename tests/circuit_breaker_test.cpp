@@ -26,7 +26,7 @@ TEST_CASE("circuit_breaker: defaults are the gateway's", "[circuit_breaker]") {
   CHECK(o.success_threshold == 3);
   CHECK(o.open_timeout == seconds(60));
   CHECK(o.window == seconds(120));
-  CHECK(o.Validate().ok());
+  CHECK(o.validate().ok());
 }
 
 TEST_CASE("circuit_breaker: 10 failures open, 60 s later half-open, 3 successes close",
@@ -100,13 +100,13 @@ TEST_CASE("circuit_breaker: half-open admits a limited number of probes", "[circ
 TEST_CASE("circuit_breaker: bad options name the field", "[circuit_breaker]") {
   CircuitBreaker::Options o;
   o.failure_threshold = 0;
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("failure_threshold"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("failure_threshold"));
   o = {};
   o.open_timeout = std::chrono::nanoseconds(-1);
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("open_timeout"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("open_timeout"));
   o = {};
   o.half_open_max_probes = 0;
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("half_open_max_probes"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("half_open_max_probes"));
 }
 
 TEST_CASE("breakers: an open circuit keeps the worker out of selection", "[circuit_breaker]") {
@@ -114,7 +114,7 @@ TEST_CASE("breakers: an open circuit keeps the worker out of selection", "[circu
   kvroute::Router<kvroute::RoundRobin> router;
   auto a = *router.add_worker({.url = "http://a"});
   auto b = *router.add_worker({.url = "http://b"});
-  kvroute::Breakers breakers(router.workers(), {.failure_threshold = 3, .clock = &clock});
+  kvroute::Breakers breakers(router.circuits(), {.failure_threshold = 3, .clock = &clock});
   for (int i = 0; i < 3; ++i) breakers.record(a, breakers.acquire(a), false);
   CHECK(breakers.state(a) == State::kOpen);
   for (int i = 0; i < 10; ++i) CHECK(router.select({}).worker().id == b);

@@ -111,15 +111,15 @@ TEST_CASE("failure mode: pick_min spreads ties uniformly", "[failure_modes]") {
   std::vector<int> n(4);
   for (int i = 0; i < 4000; ++i) {
     const kvroute::Worker* w = kvroute::detail::pick_min(
-        snap->group("").healthy(), [](const kvroute::Worker&) { return 0; }, rng);
+        snap->group("").available(), [](const kvroute::Worker&) { return 0; }, rng);
     ++n[w->id.value];
   }
   for (int x : n) CHECK((x > 850 && x < 1150));
   // A strictly smaller key always wins.
   for (int i = 0; i < 100; ++i) {
     const kvroute::Worker* w = kvroute::detail::pick_min(
-        snap->group("").healthy(), [](const kvroute::Worker& x) { return x.id.value == 2 ? 0 : 1; },
-        rng);
+        snap->group("").available(),
+        [](const kvroute::Worker& x) { return x.id.value == 2 ? 0 : 1; }, rng);
     REQUIRE(w->id.value == 2);
   }
 }

@@ -15,6 +15,11 @@ TEST_CASE("fmt: kvroute values format readably", "[fmt]") {
         "worker 2 http://a:1 (cache_hit)");
   CHECK(fmt::format("{}", kvroute::Decision::none(kvroute::Branch::kNoHealthyWorkers)) ==
         "no worker (no_healthy_workers)");
+  // A host policy's own branch name.
+  CHECK(fmt::format("{}", kvroute::Decision::custom(&w, "least_loaded")) ==
+        "worker 2 http://a:1 (least_loaded)");
+  CHECK(kvroute::Decision::custom(nullptr, "drained").branch_name() == "drained");
+  CHECK(kvroute::Decision::pick(&w, kvroute::Branch::kRandom).branch_name() == "random");
 }
 
 TEST_CASE("fmt: every branch has a distinct snake_case name", "[fmt]") {

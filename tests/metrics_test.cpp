@@ -77,3 +77,23 @@ TEST_CASE("metrics: concurrent updates are not lost", "[metrics][concurrency]") 
   CHECK(h.count() == 20000);
   CHECK(r.gauge("g", "g", {{"t", "shared"}}).value() == 20000.0);
 }
+
+TEST_CASE("metrics: a custom policy's branches are counted under their own names", "[metrics]") {
+  kvroute::MetricsRegistry r;
+  kvroute::RouterMetrics m(r, "mine");
+  kvroute::Worker w{kvroute::WorkerId{0}, "http://a", "", true};
+  for (int i = 0; i < 3; ++i) {
+    m.record(kvroute::Decision::custom(&w, "least_loaded"), std::chrono::microseconds(1));
+  }
+  m.record(kvroute::Decision::custom(nullptr, "drained"), std::chrono::microseconds(1));
+  m.record(kvroute::Decision::pick(&w, kvroute::Branch::kRandom), std::chrono::microseconds(1));
+  const std::string text = r.render();
+  CHECK_THAT(text, Catch::Contains(
+                       "kvroute_policy_branch_total{policy=\"mine\",branch=\"least_loaded\"} 3"));
+  CHECK_THAT(text,
+             Catch::Contains("kvroute_policy_branch_total{policy=\"mine\",branch=\"drained\"} 1"));
+  CHECK_THAT(text,
+             Catch::Contains("kvroute_policy_branch_total{policy=\"mine\",branch=\"random\"} 1"));
+  // No series named for the placeholder itself.
+  CHECK_THAT(text, !Catch::Contains("branch=\"custom\""));
+}

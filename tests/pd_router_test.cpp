@@ -74,8 +74,8 @@ TEST_CASE("pd_router: policies chosen at runtime, exclusions per leg", "[pd_rout
   kvroute::PolicyConfig p, d;
   p.policy = kvroute::PolicyKind::kCacheAware;
   d.policy = kvroute::PolicyKind::kRoundRobin;
-  kvroute::PdRouter<kvroute::AnyPolicy, kvroute::AnyPolicy> pd(*kvroute::MakePolicy(p),
-                                                               *kvroute::MakePolicy(d));
+  kvroute::PdRouter<kvroute::AnyPolicy, kvroute::AnyPolicy> pd(*kvroute::make_policy(p),
+                                                               *kvroute::make_policy(d));
   auto p0 = *pd.prefill().add_worker({.url = "http://p0"});
   REQUIRE(pd.prefill().add_worker({.url = "http://p1"}).ok());
   auto d0 = *pd.decode().add_worker({.url = "http://d0"});

@@ -4,14 +4,14 @@
 #include <string>
 #include <vector>
 
-using kvroute::ParsePolicyFlags;
+using kvroute::parse_policy_flags;
 using kvroute::PolicyConfig;
 using kvroute::PolicyKind;
 
 namespace {
 absl::StatusOr<PolicyConfig> parse(std::vector<std::string_view> args,
                                    std::vector<std::string>* rest = nullptr) {
-  return ParsePolicyFlags(args, rest);
+  return parse_policy_flags(args, rest);
 }
 std::string error_of(std::vector<std::string_view> args) {
   auto r = parse(std::move(args));
@@ -38,7 +38,7 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
   CHECK(cfg->bounded_load_factor == 0.0);
   CHECK(cfg->queue_weight == 0.4);
   CHECK(cfg->chars_per_token == 4.0);
-  CHECK(PolicyConfig{}.Validate().ok());
+  CHECK(PolicyConfig{}.validate().ok());
 }
 
 TEST_CASE("config: every flag parses, in both spellings", "[config]") {
@@ -100,12 +100,12 @@ TEST_CASE("config: policy names are case-insensitive, with or without underscore
            {"prefixhash", PolicyKind::kPrefixHash},
            {"least_prefill", PolicyKind::kLeastPrefill},
            {"bucket", PolicyKind::kBucket}}) {
-    auto k = kvroute::ParsePolicyKind(name);
+    auto k = kvroute::parse_policy_kind(name);
     REQUIRE(k.ok());
     CHECK(*k == kind);
   }
   for (PolicyKind k : kvroute::kAllPolicyKinds) {
-    auto back = kvroute::ParsePolicyKind(kvroute::to_string(k));
+    auto back = kvroute::parse_policy_kind(kvroute::to_string(k));
     REQUIRE(back.ok());
     CHECK(*back == k);
   }
@@ -173,20 +173,40 @@ TEST_CASE("config: unknown flags can be passed through to the host", "[config]")
                                          "--prometheus-port=29000"});
 }
 
-TEST_CASE("config: Validate names the field of a hand-built config", "[config]") {
+TEST_CASE("config: validate names the field of a hand-built config", "[config]") {
   PolicyConfig cfg;
   cfg.cache_threshold = std::numeric_limits<double>::quiet_NaN();
-  CHECK_THAT(std::string(cfg.Validate().message()),
+  CHECK_THAT(std::string(cfg.validate().message()),
              Catch::Contains("cache_threshold") && Catch::Contains("nan"));
   cfg = PolicyConfig{};
   cfg.max_idle = std::chrono::seconds(-1);
-  CHECK_THAT(std::string(cfg.Validate().message()),
+  CHECK_THAT(std::string(cfg.validate().message()),
              Catch::Contains("max_idle") && Catch::Contains("-1"));
 }
 
 TEST_CASE("config: argc/argv overload skips the program name", "[config]") {
   const char* argv[] = {"router", "--policy", "bucket"};
-  auto cfg = ParsePolicyFlags(3, argv);
+  auto cfg = parse_policy_flags(3, argv);
   REQUIRE(cfg.ok());
   CHECK(cfg->policy == PolicyKind::kBucket);
+}
+
+TEST_CASE("config: the names before 0.2 still work, deprecated", "[config]") {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const std::vector<std::string_view> args = {"--policy", "manual", "--assignment-mode",
+                                              "min_load"};
+  auto old = kvroute::ParsePolicyFlags(args);
+  REQUIRE(old.ok());
+  CHECK(old->policy == kvroute::PolicyKind::kManual);
+  CHECK(old->validate().ok());
+  CHECK(old->Validate().ok());
+  CHECK(kvroute::ParsePolicyKind("bucket").value() == kvroute::PolicyKind::kBucket);
+  CHECK(kvroute::ParseAssignmentMode("min_group").value() == kvroute::AssignmentMode::kMinGroup);
+  const char* argv[] = {"prog", "--policy", "random"};
+  CHECK(kvroute::ParsePolicyFlags(3, argv)->policy == kvroute::PolicyKind::kRandom);
+  kvroute::PolicyConfig bad;
+  bad.cache_threshold = 2;
+  CHECK(bad.Validate().message() == bad.validate().message());
+#pragma GCC diagnostic pop
 }

@@ -86,7 +86,7 @@ TEMPLATE_LIST_TEST_CASE("contract: zero workers and all-unhealthy are values", "
     kvroute::ClusterView none{};
     CHECK_FALSE(p->choose(mix.view(i), none));
     auto snap = down.workers.snapshot();
-    kvroute::ClusterView all_down{snap.get(), &snap->group(""), &down.load};
+    kvroute::ClusterView all_down(*snap, snap->group(""), &down.load);
     CHECK(p->choose(mix.view(i), all_down).reason() == NoWorker::kNoHealthyWorkers);
   }
 }

@@ -79,14 +79,14 @@ TEST_CASE("retry: each attempt selects afresh, avoiding the workers that failed"
 TEST_CASE("retry: bad options name the field", "[retry]") {
   kvroute::RetryOptions o;
   o.max_attempts = 0;
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("max_attempts"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("max_attempts"));
   o = {};
   o.multiplier = 0.5;
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("multiplier"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("multiplier"));
   o = {};
   o.jitter = 1.5;
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("jitter"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("jitter"));
   o = {};
   o.max_backoff = milliseconds(1);
-  CHECK_THAT(std::string(o.Validate().message()), Catch::Contains("max_backoff"));
+  CHECK_THAT(std::string(o.validate().message()), Catch::Contains("max_backoff"));
 }

@@ -2,8 +2,12 @@
 
 #include <catch2/catch.hpp>
 #include <set>
+#include <type_traits>
 #include <vector>
 
+#include "kvroute/policies/bucket.hpp"
+#include "kvroute/policies/cache_aware.hpp"
+#include "kvroute/policies/least_prefill.hpp"
 #include "kvroute/policies/round_robin.hpp"
 
 using kvroute::Branch;
@@ -22,7 +26,9 @@ struct Recorder {
   }
   void on_worker_added(const kvroute::Worker& w) { added.push_back(w.id.value); }
   void on_worker_removed(kvroute::WorkerId id) { removed.push_back(id.value); }
+  void on_workers_changed(const kvroute::WorkerSnapshot& s) { sizes.push_back(s.size()); }
   void maintain() { ++maintained; }
+  std::vector<std::size_t> sizes;  // the membership each on_workers_changed saw
 };
 static_assert(kvroute::Policy<Recorder>);
 }  // namespace
@@ -105,5 +111,45 @@ TEST_CASE("router: the policy hears of added and removed workers", "[router]") {
   router.maintain();
   CHECK(router.policy().added == std::vector<std::uint32_t>{0, 1, 2});
   CHECK(router.policy().removed == std::vector<std::uint32_t>{0});
+  // After each change that took effect (one add, one batch, one removal).
+  CHECK(router.policy().sizes == std::vector<std::size_t>{1, 3, 2});
   CHECK(router.policy().maintained == 1);
+}
+
+TEST_CASE("router: the worker set is read-only through the router", "[router]") {
+  // A removal through workers() would skip the policy's notification.
+  Router<Recorder> router;
+  static_assert(std::is_const_v<std::remove_reference_t<decltype(router.workers())>>);
+  auto a = *router.add_worker({.url = "http://a"});
+  CHECK(router.workers().snapshot()->size() == 1);
+  // Circuit breakers get a switch that does only their one change.
+  kvroute::CircuitSwitch circuits = router.circuits();
+  REQUIRE(circuits.set_circuit_open(a, true).ok());
+  CHECK(router.select({}).decision.reason() == NoWorker::kNoHealthyWorkers);
+  REQUIRE(circuits.set_circuit_open(a, false).ok());
+  CHECK(router.select({}));
+  CHECK(circuits.set_circuit_open(kvroute::WorkerId{99}, true).code() ==
+        absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("router: a model's tree and buckets exist once its workers register", "[router]") {
+  Router<kvroute::CacheAware> ca;
+  CHECK(ca.policy().tree("llama") == nullptr);
+  REQUIRE(ca.add_worker({.url = "http://a", .model = "llama"}).ok());
+  CHECK(ca.policy().tree("llama") != nullptr);  // before any request
+  CHECK(ca.policy().tree("") != nullptr);       // the all-workers group's
+  CHECK(ca.policy().tree("qwen") == nullptr);
+  Router<kvroute::LeastPrefill> lp;
+  REQUIRE(lp.add_worker({.url = "http://a", .model = "qwen"}).ok());
+  CHECK(lp.policy().tree("qwen") != nullptr);
+  Router<kvroute::Bucket> bucket;
+  REQUIRE(bucket.add_worker({.url = "http://a", .model = "llama"}).ok());
+  REQUIRE(bucket.add_worker({.url = "http://b", .model = "llama"}).ok());
+  const auto ranges = bucket.policy().boundaries("llama");
+  REQUIRE(ranges.size() == 2);  // before any request
+  CHECK(ranges[0].second.lo == 0);
+  CHECK(ranges[1].second.lo > 0);
+  // A removal re-splits them at once.
+  REQUIRE(bucket.remove_worker(ranges[0].first).ok());
+  CHECK(bucket.policy().boundaries("llama").size() == 1);
 }

@@ -110,7 +110,7 @@ TEST_CASE("worker_set: model groups include model-less workers", "[worker_set]")
   CHECK(ids(snap->group("")) ==
         std::vector<std::uint32_t>{any.value, l1.value, q1.value, l2.value});
   CHECK(ids(snap->group("llama")) == std::vector<std::uint32_t>{any.value, l1.value, l2.value});
-  CHECK(snap->group("llama").healthy().size() == 2);
+  CHECK(snap->group("llama").available().size() == 2);
   CHECK(ids(snap->group("qwen")) == std::vector<std::uint32_t>{any.value, q1.value});
   // A model nobody declared is served by the model-less workers alone.
   CHECK(ids(snap->group("mistral")) == std::vector<std::uint32_t>{any.value});
@@ -145,7 +145,7 @@ TEST_CASE("worker_set: 100000 workers in one batch", "[worker_set]") {
   REQUIRE(ids.ok());
   auto snap = ws.snapshot();
   CHECK(snap->size() == 100000);
-  CHECK(snap->group("").healthy().size() == 100000);
+  CHECK(snap->group("").available().size() == 100000);
   CHECK(snap->find(WorkerId{99999})->url == specs.back().url);
   CHECK(snap->find_url(specs[1234].url)->id == WorkerId{1234});
 }
@@ -158,8 +158,8 @@ TEST_CASE("worker_set: an open circuit holds a healthy worker out of selection",
   auto snap = ws.snapshot();
   CHECK(snap->find(a)->healthy);
   CHECK_FALSE(snap->find(a)->available());
-  REQUIRE(snap->group("").healthy().size() == 1);
-  CHECK(snap->group("").healthy()[0]->id == b);
+  REQUIRE(snap->group("").available().size() == 1);
+  CHECK(snap->group("").available()[0]->id == b);
   // Health and circuit are independent: a health flip does not close it.
   REQUIRE(ws.set_healthy(a, false).ok());
   REQUIRE(ws.set_healthy(a, true).ok());

@@ -69,7 +69,7 @@ int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
 Flags parse_flags(int argc, char** argv) {
   Flags f;
   std::vector<std::string> rest;
-  auto cfg = kvroute::ParsePolicyFlags(argc, argv, &rest);
+  auto cfg = kvroute::parse_policy_flags(argc, argv, &rest);
   if (!cfg.ok()) usage_error(std::string(cfg.status().message()));
   f.policy = *cfg;
   for (std::size_t i = 0; i < rest.size(); ++i) {
@@ -187,8 +187,8 @@ class Proxy {
   explicit Proxy(const Flags& f, kvroute::AnyPolicy policy)
       : flags_(f),
         router_(std::move(policy)),
-        breakers_(router_.workers(), {.failure_threshold = f.cb_failure_threshold,
-                                      .open_timeout = std::chrono::seconds(f.cb_timeout_secs)}),
+        breakers_(router_.circuits(), {.failure_threshold = f.cb_failure_threshold,
+                                       .open_timeout = std::chrono::seconds(f.cb_timeout_secs)}),
         metrics_(registry_, router_.policy().name()),
         retry_({.max_attempts = f.max_attempts}) {
     for (const std::string& url : f.worker_urls) {
@@ -298,9 +298,7 @@ class Proxy {
   // Tokens to dispatch with: least_prefill's predicted uncached work (its
   // queue estimate), 0 for the other policies.
   std::int64_t predicted_tokens(const Call& c, const kvroute::Selection& s) {
-    auto* lp = router_.policy().get<kvroute::LeastPrefill>();
-    if (lp == nullptr) return 0;
-    return lp->predicted_tokens({.text = c.text, .model = c.model}, s.decision);
+    return router_.policy().predicted_tokens({.text = c.text, .model = c.model}, s.decision);
   }
 
   // Feeds the worker's reported cache back into the policy: cache_aware's
@@ -308,21 +306,9 @@ class Proxy {
   void feedback(const Call& c, const kvroute::Selection& s, const json& body,
                 kvroute::LoadGuard* guard) {
     long long cached = 0, prompt = 0;
-    if (!kvexample::reported_cache(body, &cached, &prompt) || prompt <= 0) return;
-    const double chars_per_token =
-        static_cast<double>(kvroute::detail::utf8_count(c.text)) / static_cast<double>(prompt);
-    auto cached_chars = static_cast<std::uint64_t>(static_cast<double>(cached) * chars_per_token);
-    const kvroute::RequestView view{.text = c.text, .model = c.model};
-    if (auto* ca = router_.policy().get<kvroute::CacheAware>()) {
-      ca->report_cached(view, s.decision, cached_chars);  // applies its own slack
-    } else if (auto* lp = router_.policy().get<kvroute::LeastPrefill>()) {
-      // Token rounding is not an eviction: within 64 characters or 5% of
-      // the claim, take the claim as confirmed.
-      const std::uint64_t claimed = s.decision.claimed;
-      const std::uint64_t slack = std::max<std::uint64_t>(64, claimed / 20);
-      if (cached_chars < claimed && claimed - cached_chars <= slack) cached_chars = claimed;
-      lp->report_cached(view, s.decision, cached_chars, prompt, guard);
-    }
+    if (!kvexample::reported_cache(body, &cached, &prompt) || prompt <= 0 || cached < 0) return;
+    router_.policy().report_cached({.text = c.text, .model = c.model}, s.decision,
+                                   static_cast<std::uint64_t>(cached), prompt, guard);
   }
 
   void forward(const Call& c, httplib::Response& res) {
@@ -429,7 +415,7 @@ class Proxy {
 };
 
 int run_router(const Flags& f) {
-  auto policy = kvroute::MakePolicy(f.policy);
+  auto policy = kvroute::make_policy(f.policy);
   if (!policy.ok()) usage_error(std::string(policy.status().message()));
   Proxy proxy(f, *std::move(policy));
   httplib::Server svr;

@@ -134,17 +134,18 @@ class KvRouter final : public SimRouter {
     if (fb_ == Feedback::kNone) return;
     // The server caches whole blocks while the tree matches characters: a
     // shortfall of less than one block is granularity, not an eviction.
-    auto chars = static_cast<std::uint64_t>(static_cast<double>(cached) * cpt_);
-    const auto block_chars = static_cast<std::uint64_t>(static_cast<double>(kBlockTokens) * cpt_);
-    if (x.decision.claimed > chars && x.decision.claimed - chars < block_chars) {
-      chars = x.decision.claimed;
+    const double claimed = static_cast<double>(x.decision.claimed) / cpt_;
+    double reported = static_cast<double>(cached);
+    if (claimed > reported && claimed - reported < static_cast<double>(kBlockTokens)) {
+      reported = claimed;
     }
+    const auto tokens = static_cast<std::uint64_t>(std::ceil(reported));
     if constexpr (std::is_same_v<P, kvroute::CacheAware>) {
-      p_->report_cached(kvroute::RequestView{}, x.decision, chars);
+      p_->report_cached(kvroute::RequestView{}, x.decision, tokens);
     }
     if constexpr (std::is_same_v<P, kvroute::LeastPrefill>) {
       if (fb_ != Feedback::kLeastPrefillQueue) {
-        p_->report_cached(kvroute::RequestView{}, x.decision, chars);
+        p_->report_cached(kvroute::RequestView{}, x.decision, tokens);
       }
       if (fb_ != Feedback::kLeastPrefillTree) {
         x.guard.set_tokens(r.input_tokens - cached);  // the real uncached work
@@ -276,6 +277,7 @@ inline std::unique_ptr<SimRouter> make_router(const std::string& name, const Sim
   if (name == "cache_aware" || name == "cache_aware_feedback") {
     return kv(std::make_unique<CacheAware>(
                   CacheAware::Options{.tenant_rule = cfg.ca_tenant_rule,
+                                      .chars_per_token = cpt,
                                       .feedback_slack_stamps = cfg.ca_feedback_slack_stamps,
                                       .recency_shift = cfg.ca_recency_shift,
                                       .clock = &clock,

@@ -2,7 +2,7 @@
 // File: kvroute/any_policy.hpp
 // -----------------------------------------------------------------------------
 //
-// `AnyPolicy`, a policy chosen at runtime, and `MakePolicy`, which builds one
+// `AnyPolicy`, a policy chosen at runtime, and `make_policy`, which builds one
 // from a `PolicyConfig` (policy_config.hpp) - typically parsed from the
 // gateway's flags. AnyPolicy models the Policy concept itself, so
 // `Router<AnyPolicy>` and `select_worker(any, ...)` work as with a concrete
@@ -13,9 +13,9 @@
 //
 // Example:
 //
-//   absl::StatusOr<kvroute::PolicyConfig> cfg = kvroute::ParsePolicyFlags(argc, argv);
+//   absl::StatusOr<kvroute::PolicyConfig> cfg = kvroute::parse_policy_flags(argc, argv);
 //   if (!cfg.ok()) return fail(cfg.status());           // names the bad flag
-//   absl::StatusOr<kvroute::AnyPolicy> policy = kvroute::MakePolicy(*cfg);
+//   absl::StatusOr<kvroute::AnyPolicy> policy = kvroute::make_policy(*cfg);
 //   if (!policy.ok()) return fail(policy.status());
 //   kvroute::Router<kvroute::AnyPolicy> router(*std::move(policy));
 //   // policy->name() == "round_robin" for --policy round_robin
@@ -67,7 +67,24 @@ class AnyPolicy {
   }
   void on_worker_added(const Worker& w) { impl_->on_worker_added(w); }
   void on_worker_removed(WorkerId id) { impl_->on_worker_removed(id); }
+  void on_workers_changed(const WorkerSnapshot& s) { impl_->on_workers_changed(s); }
   void maintain() { impl_->maintain(); }
+
+  // The tree-based policies' feedback (CacheAware::report_cached,
+  // LeastPrefill::report_cached: the server found `cached_tokens` of the
+  // prompt cached); nothing for the others. Never throws.
+  EvictResult report_cached(const RequestView& request, const Decision& decision,
+                            std::uint64_t cached_tokens, std::int64_t prompt_tokens = -1,
+                            LoadGuard* guard = nullptr) noexcept {
+    return impl_->report_cached(request, decision, cached_tokens, prompt_tokens, guard);
+  }
+  // The tokens to dispatch `decision` with (DispatchInfo::tokens):
+  // LeastPrefill's predicted uncached tokens; 0 (no token accounting) for
+  // the others. Never throws.
+  std::int64_t predicted_tokens(const RequestView& request, const Decision& decision,
+                                std::int64_t prompt_tokens = -1) const noexcept {
+    return impl_->predicted_tokens(request, decision, prompt_tokens);
+  }
 
   // The held policy if it is a `P`, else null (for policy-specific calls
   // such as RoundRobin::reset).
@@ -86,7 +103,12 @@ class AnyPolicy {
     virtual Decision choose(const RequestView&, const ClusterView&) noexcept = 0;
     virtual void on_worker_added(const Worker&) = 0;
     virtual void on_worker_removed(WorkerId) = 0;
+    virtual void on_workers_changed(const WorkerSnapshot&) = 0;
     virtual void maintain() = 0;
+    virtual EvictResult report_cached(const RequestView&, const Decision&, std::uint64_t,
+                                      std::int64_t, LoadGuard*) noexcept = 0;
+    virtual std::int64_t predicted_tokens(const RequestView&, const Decision&,
+                                          std::int64_t) const noexcept = 0;
   };
 
   template <class P>
@@ -99,7 +121,24 @@ class AnyPolicy {
     }
     void on_worker_added(const Worker& w) override { notify_worker_added(policy, w); }
     void on_worker_removed(WorkerId id) override { notify_worker_removed(policy, id); }
+    void on_workers_changed(const WorkerSnapshot& s) override { notify_workers_changed(policy, s); }
     void maintain() override { run_maintenance(policy); }
+    EvictResult report_cached(const RequestView& r, const Decision& d, std::uint64_t cached,
+                              std::int64_t prompt, LoadGuard* guard) noexcept override {
+      if constexpr (requires { policy.report_cached(r, d, cached, prompt, guard); }) {
+        return policy.report_cached(r, d, cached, prompt, guard);
+      } else {
+        return {};
+      }
+    }
+    std::int64_t predicted_tokens(const RequestView& r, const Decision& d,
+                                  std::int64_t prompt) const noexcept override {
+      if constexpr (requires { policy.predicted_tokens(r, d, prompt); }) {
+        return policy.predicted_tokens(r, d, prompt);
+      } else {
+        return 0;
+      }
+    }
     P policy;
   };
 
@@ -110,9 +149,9 @@ static_assert(Policy<AnyPolicy>);
 
 // Builds the configured policy. Returns the config's validation error.
 // `clock` must outlive the policy.
-inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
-                                            const Clock& clock = Clock::steady()) {
-  if (absl::Status s = cfg.Validate(); !s.ok()) return s;
+inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
+                                             const Clock& clock = Clock::steady()) {
+  if (absl::Status s = cfg.validate(); !s.ok()) return s;
   switch (cfg.policy) {
     case PolicyKind::kRoundRobin:
       return AnyPolicy::make<RoundRobin>();
@@ -148,6 +187,7 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
                               .balance_rel_threshold = cfg.balance_rel_threshold,
                               .eviction_interval = cfg.eviction_interval,
                               .max_tree_size = cfg.max_tree_size,
+                              .chars_per_token = cfg.chars_per_token,
                               .clock = &clock,
                               .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
@@ -161,6 +201,13 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--policy: ", static_cast<int>(cfg.policy), " is not a policy"));
+}
+
+// The name before 0.2; removed in the next release.
+// NOLINTNEXTLINE(readability-identifier-naming)
+[[deprecated("use kvroute::make_policy")]] inline absl::StatusOr<AnyPolicy> MakePolicy(
+    const PolicyConfig& cfg, const Clock& clock = Clock::steady()) {
+  return make_policy(cfg, clock);
 }
 
 KVROUTE_NAMESPACE_END

@@ -27,7 +27,7 @@
 //
 // Example:
 //
-//   kvroute::Breakers breakers(router.workers());        // defaults
+//   kvroute::Breakers breakers(router.circuits());       // defaults
 //   kvroute::Selection s = router.select(req);
 //   kvroute::CircuitBreaker::Permit p = breakers.acquire(s.worker().id);
 //   if (!p) { /* half-open and saturated: select again, excluding it */ }
@@ -71,7 +71,7 @@ class CircuitBreaker {
     const Clock* clock = &Clock::steady();
 
     // Returns OK, or InvalidArgument naming the bad field and value.
-    absl::Status Validate() const {
+    absl::Status validate() const {
       auto bad = [](std::string_view field, auto v, std::string_view why) {
         return absl::InvalidArgumentError(
             absl::StrCat("circuit breaker ", absl::string_view(field.data(), field.size()), ": ", v,
@@ -88,6 +88,8 @@ class CircuitBreaker {
       }
       return absl::OkStatus();
     }
+    // NOLINTNEXTLINE(readability-identifier-naming): the name before 0.2
+    [[deprecated("use validate()")]] absl::Status Validate() const { return validate(); }
   };
 
   // The right to send one request. Falsy when the breaker refused.
@@ -98,7 +100,7 @@ class CircuitBreaker {
   };
 
   CircuitBreaker() noexcept : CircuitBreaker(Options{}) {}
-  // Requires o.Validate().ok() (out-of-range values are clamped to 1).
+  // Requires o.validate().ok() (out-of-range values are clamped to 1).
   explicit CircuitBreaker(Options o) noexcept
       : opt_(o), clock_(o.clock != nullptr ? o.clock : &Clock::steady()) {
     if (opt_.failure_threshold == 0) opt_.failure_threshold = 1;
@@ -227,9 +229,10 @@ constexpr std::string_view to_string(CircuitBreaker::State s) noexcept {
 // refresh() periodically (it is what lets open circuits back in anyway).
 class Breakers {
  public:
-  // `workers` must outlive this object.
-  explicit Breakers(WorkerSet& workers, CircuitBreaker::Options o = {}) noexcept
-      : workers_(workers), opt_(o) {}
+  // `circuits` (a WorkerSet, or Router::circuits()) must outlive this
+  // object.
+  explicit Breakers(CircuitSwitch circuits, CircuitBreaker::Options o = {}) noexcept
+      : workers_(circuits), opt_(o) {}
 
   // Asks to send a request to `id` (a worker the selection just returned).
   CircuitBreaker::Permit acquire(WorkerId id) noexcept {
@@ -311,7 +314,7 @@ class Breakers {
     }
   }
 
-  WorkerSet& workers_;
+  CircuitSwitch workers_;
   const CircuitBreaker::Options opt_;
   detail::Mutex mu_;
   absl::flat_hash_map<std::uint32_t, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);

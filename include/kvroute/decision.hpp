@@ -67,9 +67,11 @@ enum class Branch : std::uint8_t {
   kCacheMiss,
   kImbalanced,
   kLeastPrefill,
+  // A policy of the host's own: the branch's name is Decision::label.
+  kCustom,
 };
 
-inline constexpr std::array<Branch, 25> kAllBranches = {
+inline constexpr std::array<Branch, 26> kAllBranches = {
     Branch::kNoWorkers,       Branch::kNoHealthyWorkers, Branch::kRoundRobin,
     Branch::kRandom,          Branch::kPowerOfTwo,       Branch::kSingleWorker,
     Branch::kTargetWorkerHit, Branch::kTargetWorkerMiss, Branch::kRoutingKeyHit,
@@ -78,10 +80,10 @@ inline constexpr std::array<Branch, 25> kAllBranches = {
     Branch::kVacant,          Branch::kOccupiedHit,      Branch::kOccupiedMiss,
     Branch::kBucketHit,       Branch::kBucketNeighbor,   Branch::kBucketImbalanced,
     Branch::kCacheHit,        Branch::kCacheMiss,        Branch::kImbalanced,
-    Branch::kLeastPrefill,
+    Branch::kLeastPrefill,    Branch::kCustom,
 };
 
-static_assert(static_cast<std::size_t>(Branch::kLeastPrefill) + 1 == kAllBranches.size(),
+static_assert(static_cast<std::size_t>(Branch::kCustom) + 1 == kAllBranches.size(),
               "kAllBranches must list every Branch");
 
 // Returns the branch's metric label, e.g. "routing_key_hit".
@@ -137,6 +139,8 @@ constexpr std::string_view to_string(Branch b) noexcept {
       return "imbalanced";
     case Branch::kLeastPrefill:
       return "least_prefill";
+    case Branch::kCustom:
+      return "custom";
   }
   return "unknown";
 }
@@ -175,11 +179,26 @@ struct Decision {
   // `claimed` with the server's cached length measures the tree's accuracy.
   std::uint64_t claimed = 0;
   std::uint64_t ticket = 0;
+  // The branch's name when `branch` is kCustom (Decision::custom); empty
+  // otherwise. It must outlive every use of the decision: a string literal.
+  std::string_view label{};
 
   static constexpr Decision pick(const Worker* w, Branch b) noexcept {
-    return Decision{w, b, 0, 0};
+    return Decision{w, b, 0, 0, {}};
   }
-  static constexpr Decision none(Branch b) noexcept { return Decision{nullptr, b, 0, 0}; }
+  static constexpr Decision none(Branch b) noexcept { return Decision{nullptr, b, 0, 0, {}}; }
+  // A decision of a host's own policy, with its own branch name for
+  // metrics ("least_loaded"; a string literal, see `label`). `w` may be
+  // null: no worker, for the reason the label names.
+  static constexpr Decision custom(const Worker* w, std::string_view label) noexcept {
+    return Decision{w, Branch::kCustom, 0, 0, label};
+  }
+
+  // The branch's metric label: `label` for a custom branch, else
+  // to_string(branch).
+  constexpr std::string_view branch_name() const noexcept {
+    return branch == Branch::kCustom ? label : to_string(branch);
+  }
 
   explicit constexpr operator bool() const noexcept { return worker != nullptr; }
   WorkerId id() const noexcept { return worker ? worker->id : WorkerId{}; }

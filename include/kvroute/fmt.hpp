@@ -64,10 +64,9 @@ struct fmt::formatter<kvroute::Decision> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(const kvroute::Decision& d, Ctx& ctx) const -> decltype(ctx.out()) {
     if (!d) {
-      return fmt::format_to(ctx.out(), "no worker ({})", kvroute::to_string(d.branch));
+      return fmt::format_to(ctx.out(), "no worker ({})", d.branch_name());
     }
-    return fmt::format_to(ctx.out(), "{} {} ({})", d.worker->id, d.worker->url,
-                          kvroute::to_string(d.branch));
+    return fmt::format_to(ctx.out(), "{} {} ({})", d.worker->id, d.worker->url, d.branch_name());
   }
 };
 

@@ -23,6 +23,7 @@
 #include "kvroute/clock.hpp"
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
+#include "kvroute/feedback.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/metrics.hpp"
 #include "kvroute/pd_router.hpp"
@@ -42,6 +43,7 @@
 #include "kvroute/retry.hpp"
 #include "kvroute/router.hpp"
 #include "kvroute/select_worker.hpp"
+#include "kvroute/tie_break.hpp"
 #include "kvroute/version.hpp"
 #include "kvroute/worker_set.hpp"
 

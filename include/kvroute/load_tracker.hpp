@@ -77,7 +77,8 @@ struct ReportedLoad {
 
 // Holds one in-flight request on one worker. Move-only. Lowers the counts it
 // raised exactly once: at `release()` or destruction, whichever comes first.
-class LoadGuard {
+// [[nodiscard]]: a guard dropped where it is made ends the load at once.
+class [[nodiscard]] LoadGuard {
  public:
   LoadGuard() noexcept = default;
   LoadGuard(const LoadGuard&) = delete;
@@ -130,7 +131,7 @@ class LoadTracker {
   // Registers one request in flight on `id` and returns the guard that ends
   // it. Never throws; for an invalid id (or out of memory) the guard is
   // inactive and nothing is counted. Allocates only to copy a routing key.
-  LoadGuard dispatch(WorkerId id, DispatchInfo info = {}) noexcept {
+  [[nodiscard]] LoadGuard dispatch(WorkerId id, DispatchInfo info = {}) noexcept {
     LoadGuard g;
     Slot* s = slot_for_write(id);
     if (s == nullptr) return g;

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kvroute/circuit_breaker.hpp"
 #include "kvroute/config.hpp"
@@ -272,15 +273,21 @@ class RouterMetrics {
         exhausted_(registry.counter("smg_worker_retries_exhausted_total",
                                     "Requests that ran out of attempts.", {{"policy", policy_}})) {
     for (std::size_t i = 0; i < kAllBranches.size(); ++i) {
+      if (kAllBranches[i] == Branch::kCustom) continue;  // by label (record_custom)
       branches_[i] = &registry.counter(
           "kvroute_policy_branch_total", "Routing decisions by policy and decision branch.",
           {{"policy", policy_}, {"branch", std::string(to_string(kAllBranches[i]))}});
     }
   }
 
-  // Counts one decision and its select_worker time. Never allocates.
+  // Counts one decision and its select_worker time. Never allocates, but
+  // for a custom branch's first decision (Decision::custom).
   void record(const Decision& d, std::chrono::nanoseconds took) noexcept {
-    branches_[static_cast<std::size_t>(d.branch)]->inc();
+    if (d.branch == Branch::kCustom) {
+      record_custom(d.label);
+    } else {
+      branches_[static_cast<std::size_t>(d.branch)]->inc();
+    }
     latency_.observe(static_cast<double>(took.count()) * 1e-9);
   }
   void record_retry() noexcept { retries_.inc(); }
@@ -324,12 +331,39 @@ class RouterMetrics {
   }
 
  private:
+  // A custom branch's counter, labelled with its own name (a policy has a
+  // handful, so the map stays small). Out of memory: not counted.
+  void record_custom(std::string_view label) noexcept {
+    Counter* c = nullptr;
+    {
+      detail::ReaderMutexLock lock(&custom_mu_);
+      if (auto it = custom_.find(absl::string_view(label.data(), label.size()));
+          it != custom_.end()) {
+        c = it->second;
+      }
+    }
+    if (c == nullptr) {
+      try {
+        Counter& made = registry_.counter("kvroute_policy_branch_total",
+                                          "Routing decisions by policy and decision branch.",
+                                          {{"policy", policy_}, {"branch", std::string(label)}});
+        detail::MutexLock lock(&custom_mu_);
+        c = custom_.try_emplace(std::string(label), &made).first->second;
+      } catch (...) {
+        return;
+      }
+    }
+    c->inc();
+  }
+
   MetricsRegistry& registry_;
   std::string policy_;
   Histogram& latency_;
   Counter& retries_;
   Counter& exhausted_;
   std::array<Counter*, kAllBranches.size()> branches_{};
+  detail::Mutex custom_mu_;
+  absl::flat_hash_map<std::string, Counter*> custom_ ABSL_GUARDED_BY(custom_mu_);
 };
 
 KVROUTE_NAMESPACE_END

@@ -56,7 +56,7 @@ class PdRouter {
  public:
   PdRouter() = default;
   // Each argument constructs that pool's policy (an Options struct, or an
-  // AnyPolicy from MakePolicy).
+  // AnyPolicy from make_policy).
   template <class PrefillArg, class DecodeArg>
   PdRouter(PrefillArg&& prefill_arg, DecodeArg&& decode_arg)
       : prefill_(std::forward<PrefillArg>(prefill_arg)),

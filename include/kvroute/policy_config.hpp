@@ -4,8 +4,8 @@
 //
 // `PolicyConfig`: the one canonical configuration of every policy, with the
 // gateway's command-line defaults (not its struct defaults, which differ), and
-// `ParsePolicyFlags`, which reads it from argv-style strings using the
-// gateway's flag names. `MakePolicy` (any_policy.hpp) builds a policy from it.
+// `parse_policy_flags`, which reads it from argv-style strings using the
+// gateway's flag names. `make_policy` (any_policy.hpp) builds a policy from it.
 //
 //   flag                            default     field
 //   --policy                        cache_aware policy
@@ -38,7 +38,7 @@
 //
 //   std::vector<std::string_view> args = {"--policy", "round_robin",
 //                                         "--cache-threshold=0.5"};
-//   absl::StatusOr<kvroute::PolicyConfig> cfg = kvroute::ParsePolicyFlags(args);
+//   absl::StatusOr<kvroute::PolicyConfig> cfg = kvroute::parse_policy_flags(args);
 //   // cfg->policy == PolicyKind::kRoundRobin, cfg->cache_threshold == 0.5
 //   // {"--cache-threshold", "2"} -> InvalidArgument:
 //   //   "cache_threshold (--cache-threshold): 2 is outside [0, 1]"
@@ -127,7 +127,7 @@ constexpr std::string_view to_string(AssignmentMode m) noexcept {
 
 // Parses a policy name: the snake_case names above, case-insensitive, also
 // without underscores ("RoundRobin", "roundrobin"), as the gateway accepts.
-inline absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
+inline absl::StatusOr<PolicyKind> parse_policy_kind(std::string_view name) {
   std::string squashed;
   for (char ch : name) {
     if (ch != '_' && ch != '-') squashed.push_back(detail::ascii_lower(ch));
@@ -146,7 +146,7 @@ inline absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
                    "least_prefill)"));
 }
 
-inline absl::StatusOr<AssignmentMode> ParseAssignmentMode(std::string_view s) {
+inline absl::StatusOr<AssignmentMode> parse_assignment_mode(std::string_view s) {
   for (AssignmentMode m :
        {AssignmentMode::kRandom, AssignmentMode::kMinLoad, AssignmentMode::kMinGroup}) {
     if (detail::ascii_iequals(s, to_string(m))) return m;
@@ -190,7 +190,10 @@ struct PolicyConfig {
   std::uint64_t seed = detail::kDefaultSeed;
 
   // Returns OK, or InvalidArgument naming the first bad field and its value.
-  absl::Status Validate() const;
+  absl::Status validate() const;
+
+  // NOLINTNEXTLINE(readability-identifier-naming): the name before 0.2
+  [[deprecated("use validate()")]] absl::Status Validate() const { return validate(); }
 };
 
 namespace detail {
@@ -209,7 +212,7 @@ inline absl::Status bad(std::string_view field, std::string_view flag, const std
 
 }  // namespace detail
 
-inline absl::Status PolicyConfig::Validate() const {
+inline absl::Status PolicyConfig::validate() const {
   using detail::bad;
   using detail::show;
   if (!(cache_threshold >= 0.0 && cache_threshold <= 1.0)) {
@@ -314,8 +317,8 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
 // `--flag=value`; a following separate value cannot be attributed and is
 // kept too) when `unparsed` is non-null, and are an error otherwise. The
 // result has been validated.
-inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(std::span<const std::string_view> args,
-                                                     std::vector<std::string>* unparsed = nullptr) {
+inline absl::StatusOr<PolicyConfig> parse_policy_flags(
+    std::span<const std::string_view> args, std::vector<std::string>* unparsed = nullptr) {
   PolicyConfig cfg;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -358,7 +361,7 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(std::span<const std::string
     if (name == "policy") {
       s = value(v);
       if (s.ok()) {
-        auto k = ParsePolicyKind(v);
+        auto k = parse_policy_kind(v);
         if (k.ok())
           cfg.policy = *k;
         else
@@ -379,7 +382,7 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(std::span<const std::string
     } else if (name == "assignment-mode") {
       s = value(v);
       if (s.ok()) {
-        auto m = ParseAssignmentMode(v);
+        auto m = parse_assignment_mode(v);
         if (m.ok())
           cfg.assignment_mode = *m;
         else
@@ -407,17 +410,40 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(std::span<const std::string
     }
     if (!s.ok()) return s;
   }
-  if (absl::Status s = cfg.Validate(); !s.ok()) return s;
+  if (absl::Status s = cfg.validate(); !s.ok()) return s;
   return cfg;
 }
 
 // Convenience for main(): skips argv[0].
-inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(int argc, const char* const* argv,
-                                                     std::vector<std::string>* unparsed = nullptr) {
+inline absl::StatusOr<PolicyConfig> parse_policy_flags(
+    int argc, const char* const* argv, std::vector<std::string>* unparsed = nullptr) {
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return ParsePolicyFlags(args, unparsed);
+  return parse_policy_flags(args, unparsed);
 }
+
+// The names before 0.2 (one naming style across the API: snake_case
+// functions); removed in the next release.
+// NOLINTBEGIN(readability-identifier-naming)
+[[deprecated("use kvroute::parse_policy_flags")]] inline absl::StatusOr<PolicyConfig>
+ParsePolicyFlags(std::span<const std::string_view> args,
+                 std::vector<std::string>* unparsed = nullptr) {
+  return parse_policy_flags(args, unparsed);
+}
+[[deprecated("use kvroute::parse_policy_flags")]] inline absl::StatusOr<PolicyConfig>
+ParsePolicyFlags(int argc, const char* const* argv, std::vector<std::string>* unparsed = nullptr) {
+  return parse_policy_flags(argc, argv, unparsed);
+}
+[[deprecated("use kvroute::parse_policy_kind")]] inline absl::StatusOr<PolicyKind> ParsePolicyKind(
+    std::string_view name) {
+  return parse_policy_kind(name);
+}
+[[deprecated("use kvroute::parse_assignment_mode")]] inline absl::StatusOr<AssignmentMode>
+ParseAssignmentMode(std::string_view s) {
+  return parse_assignment_mode(s);
+}
+
+// NOLINTEND(readability-identifier-naming)
 
 KVROUTE_NAMESPACE_END
 

@@ -5,7 +5,13 @@
 // `RequestView`, what a policy may look at in a request: its routing text
 // (the gateway's "request text": chat messages joined, a prompt, and so on;
 // it may be empty), optional token ids, the HTTP headers and the model id.
-// A view owns nothing; the host keeps the bytes alive for the call.
+//
+// Lifetime: `RequestView` and `Header` are views. They own nothing and point
+// at bytes the host keeps alive for as long as the view is used: the
+// select_worker call, and report_cached or predicted_tokens later with the
+// same view. A view built from temporaries dangles at the end of the full
+// expression (`Header{"x-smg-routing-key", std::to_string(id)}` does).
+// `HeaderList` owns its bytes, for headers built that way.
 //
 // Header names compare case-insensitively (ASCII), as HTTP requires. Values
 // are opaque bytes: kvroute hashes or compares them but never parses them, so
@@ -25,18 +31,51 @@
 #define KVROUTE_REQUEST_HPP_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvroute/config.hpp"
 #include "kvroute/detail/ascii.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 
+// One header, viewed: see "Lifetime" above.
 struct Header {
   std::string_view name{};
   std::string_view value{};
+};
+
+// Headers that own their bytes, for a host that builds them from
+// temporaries. view() gives the Header span a RequestView takes; it stays
+// valid until the next add() or the list's destruction.
+//
+//   kvroute::HeaderList h;
+//   h.add("x-smg-routing-key", std::to_string(user_id));
+//   router.select({.text = prompt, .headers = h.view()});
+class HeaderList {
+ public:
+  HeaderList() = default;
+  HeaderList(const HeaderList&) = delete;
+  HeaderList& operator=(const HeaderList&) = delete;
+  HeaderList(HeaderList&&) noexcept = default;
+  HeaderList& operator=(HeaderList&&) noexcept = default;
+
+  // Copies `name` and `value`. May throw std::bad_alloc.
+  void add(std::string_view name, std::string_view value) {
+    const std::string& n = bytes_.emplace_back(name);
+    const std::string& v = bytes_.emplace_back(value);
+    views_.push_back({n, v});
+  }
+  std::span<const Header> view() const noexcept { return views_; }
+  std::size_t size() const noexcept { return views_.size(); }
+
+ private:
+  std::deque<std::string> bytes_;  // a deque never moves its elements
+  std::vector<Header> views_;
 };
 
 // The header names the policies read, lowercase.

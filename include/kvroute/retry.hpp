@@ -65,7 +65,7 @@ struct RetryOptions {
   std::uint64_t seed = detail::kDefaultSeed;
 
   // Returns OK, or InvalidArgument naming the bad field and value.
-  absl::Status Validate() const {
+  absl::Status validate() const {
     auto bad = [](std::string_view field, auto v, std::string_view why) {
       return absl::InvalidArgumentError(
           absl::StrCat("retry ", absl::string_view(field.data(), field.size()), ": ", v, " ",
@@ -86,6 +86,8 @@ struct RetryOptions {
     if (!(jitter >= 0.0 && jitter < 1.0)) return bad("jitter", jitter, "must be in [0, 1)");
     return absl::OkStatus();
   }
+  // NOLINTNEXTLINE(readability-identifier-naming): the name before 0.2
+  [[deprecated("use validate()")]] absl::Status Validate() const { return validate(); }
 };
 
 // Whether an upstream HTTP status is worth another attempt (0 = the request

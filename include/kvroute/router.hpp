@@ -77,7 +77,10 @@ class Router {
   // See WorkerSet::remove. The policy drops the worker's state afterwards.
   absl::Status remove_worker(WorkerId id) {
     absl::Status s = workers_.remove(id);
-    if (s.ok()) notify_worker_removed(policy_, id);
+    if (s.ok()) {
+      notify_worker_removed(policy_, id);
+      notify_workers_changed(policy_, *workers_.snapshot());
+    }
     return s;
   }
   // See WorkerSet::set_healthy. Health flips keep the policy's state (a
@@ -93,7 +96,8 @@ class Router {
   }
 
   // Starts the chosen worker's load; inactive guard when `s` chose nothing.
-  LoadGuard dispatch(const Selection& s, DispatchInfo info = {}) noexcept {
+  // The load lasts as long as the guard: keep it until the response ends.
+  [[nodiscard]] LoadGuard dispatch(const Selection& s, DispatchInfo info = {}) noexcept {
     if (!s) return LoadGuard{};
     return load_.dispatch(s.decision.worker->id, info);
   }
@@ -103,7 +107,12 @@ class Router {
 
   P& policy() noexcept { return policy_; }
   const P& policy() const noexcept { return policy_; }
-  WorkerSet& workers() noexcept { return workers_; }
+  // The workers, to read (snapshot()). Changes go through this router, so
+  // that the policy hears of them.
+  const WorkerSet& workers() const noexcept { return workers_; }
+  // For a circuit breaker (Breakers): holds workers out of selection and
+  // lets them back in; nothing else.
+  CircuitSwitch circuits() noexcept { return CircuitSwitch(workers_); }
   LoadTracker& load() noexcept { return load_; }
   const LoadTracker& load() const noexcept { return load_; }
 
@@ -114,6 +123,7 @@ class Router {
       load_.reserve(id);
       if (const Worker* w = snap->find(id)) notify_worker_added(policy_, *w);
     }
+    notify_workers_changed(policy_, *snap);
   }
 
   WorkerSet workers_;

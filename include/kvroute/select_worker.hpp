@@ -8,7 +8,7 @@
 //      workers plus the model-less ones (every worker for an empty model).
 //   2. No members -> Decision{kNoWorkers}; members but none healthy ->
 //      Decision{kNoHealthyWorkers}. The policy is not called.
-//   3. Otherwise the policy chooses among the group's healthy members, with
+//   3. Otherwise the policy chooses among the group's eligible members, with
 //      the live loads from the LoadTracker, and reports the branch it took.
 //   4. The host dispatches to the chosen worker through LoadTracker, holding
 //      the guard until the response ends (see Router for the whole loop).
@@ -44,6 +44,17 @@
 
 KVROUTE_NAMESPACE_BEGIN
 
+namespace detail {
+// Narrows a view to the eligible workers that a retry may still choose.
+struct ClusterViewAccess {
+  static void exclude(ClusterView& c, std::span<const WorkerId> excluded,
+                      std::span<const Worker* const> eligible) noexcept {
+    c.excluded_ = excluded;
+    c.eligible_ = eligible;
+  }
+};
+}  // namespace detail
+
 // Returns the policy's choice for `request` among the healthy workers of its
 // model in `snapshot`, or no worker with the reason as the branch. The
 // returned `worker` points into `snapshot`. Never throws, never allocates on
@@ -53,8 +64,8 @@ template <Policy P>
                                      const WorkerSnapshot& snapshot,
                                      const LoadTracker& load) noexcept {
   const ModelGroup& group = snapshot.group(request.model);
-  const ClusterView cluster{&snapshot, &group, &load};
-  if (group.healthy().empty()) return cluster.no_worker();
+  const ClusterView cluster(snapshot, group, &load);
+  if (group.available().empty()) return cluster.no_worker();
   Decision d = policy.choose(request, cluster);
   KVROUTE_ASSERT(d.worker == nullptr || d.worker->available(),
                  "policy chose an unavailable worker");
@@ -71,20 +82,21 @@ template <Policy P>
                                      std::span<const WorkerId> excluded) noexcept {
   if (excluded.empty()) return select_worker(policy, request, snapshot, load);
   const ModelGroup& group = snapshot.group(request.model);
-  ClusterView cluster{&snapshot, &group, &load, excluded, {}};
+  ClusterView cluster(snapshot, group, &load);
+  detail::ClusterViewAccess::exclude(cluster, excluded, {});
   thread_local std::vector<const Worker*> eligible;
   eligible.clear();
   try {
-    for (const Worker* w : group.healthy()) {
-      if (cluster.eligible(*w)) eligible.push_back(w);
+    for (const Worker* w : group.available()) {
+      if (cluster.is_eligible(*w)) eligible.push_back(w);
     }
   } catch (...) {
     return Decision::none(Branch::kNoHealthyWorkers);
   }
-  cluster.eligible_members = eligible;
+  detail::ClusterViewAccess::exclude(cluster, excluded, eligible);
   if (eligible.empty()) return cluster.no_worker();
   Decision d = policy.choose(request, cluster);
-  KVROUTE_ASSERT(d.worker == nullptr || cluster.eligible(*d.worker),
+  KVROUTE_ASSERT(d.worker == nullptr || cluster.is_eligible(*d.worker),
                  "policy chose an excluded or unavailable worker");
   return d;
 }

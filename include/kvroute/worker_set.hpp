@@ -28,7 +28,7 @@
 //   workers.set_healthy(b, false).IgnoreError();
 //   auto snap = workers.snapshot();
 //   const kvroute::ModelGroup& g = snap->group("");   // every worker
-//   // g.members().size() == 2, g.healthy().size() == 1 (only `a`)
+//   // g.members().size() == 2, g.available().size() == 1 (only `a`)
 
 #ifndef KVROUTE_WORKER_SET_HPP_
 #define KVROUTE_WORKER_SET_HPP_
@@ -112,7 +112,12 @@ class ModelGroup {
 
   // The available members (healthy, circuit not open), in ascending id
   // order: the workers a selection may choose.
-  std::span<const Worker* const> healthy() const noexcept { return healthy_; }
+  std::span<const Worker* const> available() const noexcept { return available_; }
+  // The name before 0.2 (it also meant "circuit not open"); removed in the
+  // next release.
+  [[deprecated("use available()")]] std::span<const Worker* const> healthy() const noexcept {
+    return available_;
+  }
 
   // Changes when the set of members changes, and only then (not on health
   // flips). Policies that keep per-membership state compare it.
@@ -141,7 +146,7 @@ class ModelGroup {
 
   std::string model_;
   std::vector<const Worker*> members_;
-  std::vector<const Worker*> healthy_;
+  std::vector<const Worker*> available_;
   std::uint64_t version_ = 0;
   std::shared_ptr<RingCache> ring_ = std::make_shared<RingCache>();
 };
@@ -220,6 +225,16 @@ class WorkerSnapshot {
     return it == by_url_.end() ? nullptr : &workers_[it->second];
   }
 
+  // Calls f(const ModelGroup&) for each group a request can meet: every
+  // worker's (model ""), each declared model's, and the model-less workers'
+  // (what a request for an undeclared model meets) when there are any.
+  template <class F>
+  void for_each_group(F&& f) const {
+    f(all_);
+    for (const auto& [model, group] : by_model_) f(*group);
+    if (!wildcard_.members_.empty()) f(wildcard_);
+  }
+
   // Returns the group that serves `model`: every worker for "", else the
   // workers of that model plus the model-less ones (only the model-less ones
   // when no worker declared `model`). Never allocates.
@@ -241,7 +256,7 @@ class WorkerSnapshot {
 
   void finish(ModelGroup& g, const ModelGroup* prev) {
     for (const Worker* w : g.members_) {
-      if (w->available()) g.healthy_.push_back(w);
+      if (w->available()) g.available_.push_back(w);
     }
     bool same = prev != nullptr && prev->members_.size() == g.members_.size();
     for (std::size_t i = 0; same && i < g.members_.size(); ++i) {
@@ -422,6 +437,24 @@ class WorkerSet {
   std::shared_ptr<const WorkerSnapshot> current_ ABSL_GUARDED_BY(read_mu_);
   std::uint32_t next_id_ ABSL_GUARDED_BY(write_mu_) = 0;
   std::uint64_t generation_ ABSL_GUARDED_BY(write_mu_) = 0;
+};
+
+// The one change a circuit breaker makes to a WorkerSet: holding a worker
+// out of selection, or letting it back in (Breakers, circuit_breaker.hpp).
+// A narrow handle, so that a Router can lend it without lending the set
+// itself (through which a removal would skip the policy's notification).
+// Holds a pointer: the set must outlive it. Thread-safe.
+class CircuitSwitch {
+ public:
+  // NOLINTNEXTLINE(google-explicit-constructor): a set is its own switch
+  CircuitSwitch(WorkerSet& workers) noexcept : workers_(&workers) {}
+  // See WorkerSet::set_circuit_open.
+  absl::Status set_circuit_open(WorkerId id, bool open) const {
+    return workers_->set_circuit_open(id, open);
+  }
+
+ private:
+  WorkerSet* workers_;
 };
 
 KVROUTE_NAMESPACE_END

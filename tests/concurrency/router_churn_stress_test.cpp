@@ -115,7 +115,7 @@ TEMPLATE_LIST_TEST_CASE("stress: routers under selection, eviction and worker ch
           router->set_healthy(id, rng() % 2 == 0).IgnoreError();
           break;
         case 2:
-          router->workers().set_circuit_open(id, rng() % 3 == 0).IgnoreError();
+          router->circuits().set_circuit_open(id, rng() % 3 == 0).IgnoreError();
           break;
         default:
           router->set_healthy(id, true).IgnoreError();

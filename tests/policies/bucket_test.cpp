@@ -583,7 +583,7 @@ TEST_CASE("bucket: no healthy workers or no workers gives none", "[bucket]") {
     c.set_healthy(1, false);
     CHECK(c.select(p, {.text = text}).reason() == kvroute::NoWorker::kNoHealthyWorkers);
     auto snap = c.workers.snapshot();
-    const kvroute::ClusterView view{snap.get(), &snap->group(""), &c.load};
+    const kvroute::ClusterView view(*snap, snap->group(""), &c.load);
     const auto d = p.choose({.text = text}, view);
     CHECK_FALSE(d);
     CHECK(d.branch == Branch::kNoHealthyWorkers);

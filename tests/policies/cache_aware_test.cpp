@@ -354,9 +354,9 @@ TEST_CASE("cache_aware: feedback drops claims the server no longer holds", "[cac
   auto d = c.select(ca, {.text = b2});
   REQUIRE(d.branch == Branch::kCacheHit);
   CHECK(d.claimed == old_b.size());
-  // The server evicted it (reports 16 cached characters: the shared
-  // "conversation B: " block was still there).
-  auto dropped = ca.report_cached({.text = b2}, d, 16);
+  // The server evicted it (reports 4 cached tokens, 16 characters at the
+  // default 4 a token: the shared "conversation B: " block was still there).
+  auto dropped = ca.report_cached({.text = b2}, d, 4);
   CHECK(dropped.claims > 0);
   // A (older than B) is stale too and no longer attracts traffic...
   c.set_healthy(1, true);
@@ -394,7 +394,7 @@ TEST_CASE("cache_aware: feedback with the default recency steps drops the older 
   const std::string b2 = b + " and a follow-up";
   const auto d = c.select(ca, {.text = b2});
   REQUIRE(d.branch == Branch::kCacheHit);
-  CHECK(ca.report_cached({.text = b2}, d, 16).claims > 0);
+  CHECK(ca.report_cached({.text = b2}, d, 4).claims > 0);
   auto* tree = ca.tree("");
   const auto w = c.ids[0].value;
   CHECK(tree->peek_for_tenant(a, w).matched < a.size());
@@ -436,7 +436,7 @@ TEST_CASE("cache_aware: feedback_slack_stamps spares claims only a little older"
     const std::string c2 = cc + " and a follow-up";
     const auto d = c.select(ca, {.text = c2});
     REQUIRE(d.branch == Branch::kCacheHit);
-    CHECK(ca.report_cached({.text = c2}, d, 16).claims > 0);
+    CHECK(ca.report_cached({.text = c2}, d, 4).claims > 0);
     auto* tree = ca.tree("");
     const auto w = c.ids[0].value;
     // A (two stamps older than C) goes either way; B (one older) goes only
@@ -467,7 +467,7 @@ TEST_CASE("cache_aware: with recency steps feedback keeps the missing entry's st
   const auto d = c.select(ca, {.text = d2});
   REQUIRE(d.branch == Branch::kCacheHit);
   CHECK(d.ticket == 1);
-  CHECK(ca.report_cached({.text = d2}, d, 16).claims > 0);
+  CHECK(ca.report_cached({.text = d2}, d, 4).claims > 0);
   auto* tree = ca.tree("");
   const auto w = c.ids[0].value;
   for (std::size_t i = 0; i < 3; ++i) {
@@ -489,11 +489,13 @@ TEST_CASE("cache_aware: feedback within the rounding slack changes nothing", "[c
   // (tenant_size is read without touching recency; a match would refresh
   // the claims it reads.)
   const std::size_t size = ca.tree("")->tenant_size(c.ids[0].value);
-  // 5% of 1018 is 50 < 64: a report up to 64 characters short is rounding.
-  CHECK(ca.report_cached({.text = t}, d, d.claimed - 64).claims == 0);
+  // The claim is 1018 characters, 254.5 tokens at the default 4 a token;
+  // 5% of that is 12.7 < 16: a report up to 16 tokens short is rounding
+  // (kvroute::FeedbackTolerance).
+  CHECK(ca.report_cached({.text = t}, d, 239).claims == 0);
   CHECK(ca.tree("")->tenant_size(c.ids[0].value) == size);
-  // 65 short is an eviction: the older conversation goes.
-  CHECK(ca.report_cached({.text = t}, d, d.claimed - 65).claims > 0);
+  // 16.5 short is an eviction: the older conversation goes.
+  CHECK(ca.report_cached({.text = t}, d, 238).claims > 0);
   CHECK(ca.tree("")->tenant_size(c.ids[0].value) < size);
   CHECK(ca.tree("")->match_for_tenant(other, c.ids[0].value).matched < other.size());
 }
@@ -505,8 +507,9 @@ TEST_CASE("cache_aware: feedback that confirms the claim changes nothing", "[cac
   c.pick(ca, {.text = t});
   auto d = c.select(ca, {.text = t + " more"});
   REQUIRE(d.claimed == t.size());
-  CHECK(ca.report_cached({.text = t}, d, d.claimed).claims == 0);
-  CHECK(ca.report_cached({.text = t}, d, d.claimed + 50).claims == 0);
+  const std::uint64_t claimed_tokens = d.claimed / 4;  // the default 4 characters a token
+  CHECK(ca.report_cached({.text = t}, d, claimed_tokens).claims == 0);
+  CHECK(ca.report_cached({.text = t}, d, claimed_tokens + 50).claims == 0);
   CHECK(ca.report_cached({.text = t}, kvroute::Decision{}, 0).claims == 0);
   CHECK(ca.tree("")->match_for_tenant(t, c.ids[0].value).matched == t.size());
 }

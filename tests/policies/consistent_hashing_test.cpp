@@ -221,7 +221,7 @@ TEST_CASE("consistent_hashing: no healthy workers", "[consistent_hashing]") {
     CHECK(by_target(c, p, "0").branch == Branch::kNoHealthyWorkers);
     // The policy itself checks, without select_worker's pre-check.
     auto snap = c.workers.snapshot();
-    const kvroute::ClusterView view{snap.get(), &snap->group(""), &c.load};
+    const kvroute::ClusterView view(*snap, snap->group(""), &c.load);
     const Header h[] = {{"x-smg-routing-key", "k"}};
     CHECK(p.choose({.headers = h}, view).branch == Branch::kNoHealthyWorkers);
   }

@@ -143,7 +143,7 @@ TEST_CASE("manual: no healthy workers or no workers gives none", "[manual]") {
     c.set_healthy(1, false);
     CHECK(c.select(p, with(h)).reason() == kvroute::NoWorker::kNoHealthyWorkers);
     auto snap = c.workers.snapshot();
-    const kvroute::ClusterView view{snap.get(), &snap->group(""), &c.load};
+    const kvroute::ClusterView view(*snap, snap->group(""), &c.load);
     const auto d = p.choose(with(h), view);
     CHECK_FALSE(d);
     CHECK(d.branch == Branch::kNoHealthyWorkers);

@@ -182,7 +182,7 @@ TEST_CASE("prefix_hash: no healthy workers", "[prefix_hash]") {
   CHECK(by_tokens(c, p, t).branch == Branch::kNoHealthyWorkers);
   // The policy itself checks, without select_worker's pre-check.
   auto snap = c.workers.snapshot();
-  const kvroute::ClusterView view{snap.get(), &snap->group(""), &c.load};
+  const kvroute::ClusterView view(*snap, snap->group(""), &c.load);
   CHECK(p.choose({.tokens = t}, view).branch == Branch::kNoHealthyWorkers);
   CHECK(p.choose({.tokens = t}, kvroute::ClusterView{}).branch == Branch::kNoWorkers);
 }

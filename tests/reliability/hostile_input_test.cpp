@@ -192,7 +192,7 @@ TEST_CASE("hostile: tree tenant ids past kMaxTenantId are rejected") {
   CHECK_FALSE(tree.match_for_tenant("abc", kvroute::kNoTenant).found);
 }
 
-// Hand-built Options skip ParsePolicyFlags' validation (which rejects these
+// Hand-built Options skip parse_policy_flags' validation (which rejects these
 // values with a Status, see config tests): the policy must still choose a
 // healthy worker.
 TEST_CASE("hostile: NaN, negative and huge hand-built options still route") {

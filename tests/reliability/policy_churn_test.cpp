@@ -170,12 +170,13 @@ TEMPLATE_LIST_TEST_CASE("churn: never a removed or unavailable worker, only docu
           REQUIRE(live[d.worker->id.value] == d.worker->url);
           REQUIRE(snap->find(d.worker->id) == d.worker);
           REQUIRE(d.worker->available());
-          REQUIRE(std::find(g.healthy().begin(), g.healthy().end(), d.worker) != g.healthy().end());
+          REQUIRE(std::find(g.available().begin(), g.available().end(), d.worker) !=
+                  g.available().end());
           seen.insert(d.branch);
           if (rng() % 2 == 0 && guards.size() < 64) guards.push_back(load.dispatch(d.worker->id));
         } else if (g.members().empty()) {
           REQUIRE(d.branch == Branch::kNoWorkers);
-        } else if (g.healthy().empty()) {
+        } else if (g.available().empty()) {
           REQUIRE(d.branch == Branch::kNoHealthyWorkers);
         } else {
           INFO("policy miss, branch " << kvroute::to_string(d.branch));

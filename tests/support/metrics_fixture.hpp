@@ -18,7 +18,7 @@ inline std::string render_sample_metrics() {
   kvroute::Router<kvroute::CacheAware> router(kvroute::CacheAware::Options{.clock = &clock});
   auto a = *router.add_worker({.url = "http://10.0.0.1:30000"});
   auto b = *router.add_worker({.url = "http://10.0.0.2:30000", .model = "llama \"3\""});
-  kvroute::Breakers breakers(router.workers(), {.failure_threshold = 2, .clock = &clock});
+  kvroute::Breakers breakers(router.circuits(), {.failure_threshold = 2, .clock = &clock});
   kvroute::MetricsRegistry registry;
   kvroute::RouterMetrics metrics(registry, "cache_aware");
   std::vector<kvroute::LoadGuard> guards;

@@ -4,7 +4,8 @@
 //
 // Not API. `ModelTrees`: the per-model radix trees of the tree-keeping
 // policies (cache_aware, least_prefill) and the bookkeeping they share:
-//   * a tree per request model, created on the model's first request;
+//   * a tree per request model, created when a worker of the model
+//     registers (create_for) or on the model's first request;
 //   * every removed worker remembered (ids are never reused; 4 bytes each)
 //     and removed again from every tree on each sweep, because a selection
 //     still running on an older snapshot may insert for it after its removal
@@ -62,7 +63,7 @@ class ModelTrees {
   ModelTrees(const ModelTrees&) = delete;
   ModelTrees& operator=(const ModelTrees&) = delete;
 
-  // The model's tree, or null before its first request.
+  // The model's tree, or null before it is created.
   ApproxRadixTree* find(std::string_view model) const noexcept {
     ReaderMutexLock lock(&mu_);
     auto it = trees_.find(to_absl(model));
@@ -83,6 +84,14 @@ class ModelTrees {
     } catch (...) {
       return nullptr;
     }
+  }
+
+  // Creates the tree of every model `snapshot` has a group for (the
+  // policies' on_workers_changed), so that a model's first requests meet a
+  // tree that metrics and hosts can already see. Out of memory: created on
+  // first request instead.
+  void create_for(const WorkerSnapshot& snapshot) noexcept {
+    snapshot.for_each_group([this](const ModelGroup& g) { get_or_create(g.model()); });
   }
 
   // Forgets a removed worker in every tree, now and on every later sweep.

@@ -8,7 +8,8 @@
 // batch with their own kind; when the characters routed in a recent window
 // are unbalanced, the least-loaded worker takes the request instead.
 //
-// Per model (ClusterView::model(), state created on first use):
+// Per model (ClusterView::model(), state created when the model's workers
+// register, on_workers_changed, or on first use):
 //   * Buckets: the members in ascending id order own contiguous inclusive
 //     ranges. Initially [0, initial_max_length) is split evenly (gap =
 //     initial_max_length / n, worker i gets [i*gap, (i+1)*gap - 1], the last
@@ -157,7 +158,7 @@ class Bucket {
   std::string_view name() const noexcept { return "bucket"; }
 
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
-    const std::span<const Worker* const> healthy = c.healthy();
+    const std::span<const Worker* const> healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     const std::uint64_t len = detail::utf8_count(r.text);
     const std::int64_t now = clock_->now().count();
@@ -205,6 +206,19 @@ class Bucket {
     if (wildcard_ != nullptr) drop(*wildcard_);
   }
 
+  // Workers joined or left: every group of the new membership gets its
+  // buckets now (boundaries() shows them before the first request).
+  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept {
+    const std::int64_t now = clock_->now().count();
+    snapshot.for_each_group([&](const ModelGroup& g) {
+      const ClusterView c(snapshot, g, nullptr);
+      if (ModelState* st = state_for(c, now)) {
+        detail::MutexLock lock(&st->mu);
+        sync_membership(*st, c);
+      }
+    });
+  }
+
   // Expires every model's window to now and runs any adjustment that is due.
   void maintain() noexcept {
     detail::ReaderMutexLock models(&models_mu_);
@@ -219,7 +233,8 @@ class Bucket {
   }
 
   // The buckets of `model` ("" for the all-workers group), in ascending
-  // worker id order; empty before its first request. Allocates.
+  // worker id order; empty before its workers register through a Router
+  // (on_workers_changed) or its first request. Allocates.
   std::vector<std::pair<WorkerId, Range>> boundaries(std::string_view model) const {
     std::vector<std::pair<WorkerId, Range>> out;
     detail::ReaderMutexLock models(&models_mu_);
@@ -386,7 +401,7 @@ class Bucket {
   // name; the model-less workers' group (an undeclared model) has model ""
   // too, but different members, so it gets a state of its own.
   static bool is_wildcard(const ClusterView& c) noexcept {
-    return c.snapshot != nullptr && c.model().empty() && c.group != &c.snapshot->group("");
+    return c.snapshot() != nullptr && c.model().empty() && c.group() != &c.snapshot()->group("");
   }
 
   // Returns the state for `c`'s group, creating it on first use; null when
@@ -439,7 +454,7 @@ class Bucket {
   // any initialisation).
   bool sync_membership(ModelState& st, const ClusterView& c) noexcept
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
-    const std::uint64_t v = c.group->membership_version();
+    const std::uint64_t v = c.group()->membership_version();
     if (st.initialised && v <= st.version) return true;
     const std::span<const Worker* const> members = c.members();
     try {

@@ -39,9 +39,10 @@
 // the gateway's, is Options::reactive_eviction = false.
 //
 // Feedback: servers evict on their own, so the tree's claims go stale. When
-// the host learns how much of a request the server really had cached (SGLang
-// reports cached tokens per request), report_cached() corrects the tree: if
-// the server held less than the decision claimed, it evicted the entry the
+// the host learns how many tokens of a request the server really had cached
+// (SGLang reports them per request), report_cached() corrects the tree: if
+// the server held less than the decision claimed (feedback.hpp: the claim in
+// tokens at Options::chars_per_token, with one tolerance), it evicted the entry the
 // tree last saw that worker use, and - both sides evicting least recently
 // used first - every claim of that worker at least as old is stale too and
 // is dropped (cost proportional to what is dropped). The two LRU orders are
@@ -49,9 +50,10 @@
 // Options::feedback_slack_stamps can spare the claims only a little older
 // than the missing entry.
 //
-// Thread safety: thread-safe. Trees are created on a model's first request
-// (one short exclusive lock); afterwards selections take a shared lock for
-// the map lookup only, and the tree's own per-node locks for the match.
+// Thread safety: thread-safe. A model's tree is created when its first
+// worker registers or on its first request (one short exclusive lock);
+// afterwards selections take a shared lock for the map lookup only, and the
+// tree's own per-node locks for the match.
 //
 // Example:
 //
@@ -60,7 +62,7 @@
 //   kvroute::Selection s = router.select({.text = chat_history});
 //   // ... forward; when the response says 1200 tokens were cached:
 //   router.policy().report_cached({.text = chat_history}, s.decision,
-//                                 /*cached_chars=*/1200 * chars_per_token);
+//                                 /*cached_tokens=*/1200);
 
 #ifndef KVROUTE_POLICIES_CACHE_AWARE_HPP_
 #define KVROUTE_POLICIES_CACHE_AWARE_HPP_
@@ -86,6 +88,7 @@
 #include "kvroute/detail/model_trees.hpp"
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
+#include "kvroute/feedback.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/policy.hpp"
 #include "kvroute/radix_tree.hpp"
@@ -115,12 +118,12 @@ class CacheAware {
     std::uint64_t max_tree_size = std::uint64_t{1} << 26;
     bool reactive_eviction = true;
     TenantRule tenant_rule = TenantRule::kLeastLoaded;
-    // report_cached treats a claim as stale only when the server held less
-    // than claimed by more than max(feedback_slack_chars, feedback_slack_ratio
-    // x claimed): servers count tokens and cache in pages, the tree counts
-    // characters, so an exact comparison would call rounding an eviction.
-    std::uint64_t feedback_slack_chars = 64;
-    double feedback_slack_ratio = 0.05;
+    // Characters of text per token, to compare the tree's claims with the
+    // cached tokens servers report (report_cached). Must be > 0.
+    double chars_per_token = 4.0;
+    // When report_cached takes a report as "the server had less than
+    // claimed" (feedback.hpp).
+    FeedbackTolerance feedback_tolerance{};
     // report_cached drops the worker's claims as old as the missing entry,
     // or older, except those fewer than this many stamps (routed requests
     // of the model) older than it. 0: the exact cut (to a recency step:
@@ -152,6 +155,7 @@ class CacheAware {
   CacheAware() noexcept : CacheAware(Options{}) {}
   explicit CacheAware(Options o) noexcept
       : opt_(o),
+        cpt_(o.chars_per_token > 0 ? o.chars_per_token : 4.0),
         rng_(o.seed),
         trees_({.max_tree_size = o.max_tree_size,
                 .reactive_eviction = o.reactive_eviction,
@@ -165,7 +169,7 @@ class CacheAware {
   std::string_view name() const noexcept { return "cache_aware"; }
 
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
     ApproxRadixTree* tree = trees_.get_or_create(r.model);
@@ -201,25 +205,28 @@ class CacheAware {
   }
 
   // Corrects the tree with what the server reported for a request this
-  // policy routed: `cached` characters of `request.text` were in its cache
-  // (convert the server's cached tokens with the request's characters per
-  // token). When that is less than `decision.claimed` by more than the
-  // slack (Options::feedback_slack_*), drops the chosen worker's claims as
-  // old as the one the decision named, or older. Returns what was dropped.
-  // Never throws; a decision from another policy is ignored.
+  // policy routed: `cached_tokens` tokens of its prompt, of `prompt_tokens`
+  // (-1: unknown), were in its cache. When that is less than the decision
+  // claimed (feedback.hpp: claim_evicted, with feedback_tolerance, at the
+  // request's characters per token, or Options::chars_per_token), drops the
+  // chosen worker's claims as old as the one the decision named, or older.
+  // Returns what was dropped. `guard` is LeastPrefill's (its queued-work
+  // correction); here it changes nothing, so that a host reports to either
+  // policy alike. Never throws; a decision from another policy is ignored.
   EvictResult report_cached(const RequestView& request, const Decision& decision,
-                            std::uint64_t cached) noexcept {
+                            std::uint64_t cached_tokens, std::int64_t prompt_tokens = -1,
+                            LoadGuard* /*guard*/ = nullptr) noexcept {
     if (!decision || decision.claimed == 0) return {};
     return report_cached(request.model, decision.worker->id, decision.claimed, decision.ticket,
-                         cached);
+                         cached_tokens, claim_chars_per_token(request.text, prompt_tokens, cpt_));
   }
-  // The same, for a host that kept only the decision's fields.
+  // The same, for a host that kept only the decision's fields; the claim is
+  // converted at `chars_per_token` (> 0; <= 0: Options::chars_per_token).
   EvictResult report_cached(std::string_view model, WorkerId worker, std::uint64_t claimed,
-                            std::uint64_t ticket, std::uint64_t cached) noexcept {
-    const auto ratio_slack =
-        static_cast<std::uint64_t>(opt_.feedback_slack_ratio * static_cast<double>(claimed));
-    const std::uint64_t slack = std::max(opt_.feedback_slack_chars, ratio_slack);
-    if (cached >= claimed || claimed - cached <= slack) return {};
+                            std::uint64_t ticket, std::uint64_t cached_tokens,
+                            double chars_per_token = 0) noexcept {
+    const double cpt = chars_per_token > 0 ? chars_per_token : cpt_;
+    if (!claim_evicted(claimed, cached_tokens, cpt, opt_.feedback_tolerance)) return {};
     ApproxRadixTree* tree = trees_.find(model);
     if (tree == nullptr) return {};
     return tree->drop_older_than(worker.value, feedback_cut(ticket, tree->recency_shift()));
@@ -229,11 +236,15 @@ class CacheAware {
   // selection still running on an older snapshot may insert for it).
   void on_worker_removed(WorkerId id) noexcept { trees_.on_worker_removed(id); }
 
+  // Workers joined or left: every model they serve gets its tree now.
+  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept { trees_.create_for(snapshot); }
+
   // Sweeps now: every tree to max_tree_size, and removed workers again.
   void maintain() noexcept { trees_.maintain(); }
 
-  // The model's tree, or null before its first request: for stats, tests,
-  // and hosts that seed or inspect it (the tree is thread-safe).
+  // The model's tree, or null before a worker of the model registers (or
+  // its first request): for stats, tests, and hosts that seed or inspect it
+  // (the tree is thread-safe).
   ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
   const Options& options() const noexcept { return opt_; }
 
@@ -282,8 +293,8 @@ class CacheAware {
   }
 
   bool imbalanced(std::span<const Worker* const> healthy, const ClusterView& c) const noexcept {
-    if (c.load == nullptr) return false;
-    const LoadTracker::Stats st = c.load->stats(healthy);
+    if (c.load() == nullptr) return false;
+    const LoadTracker::Stats st = c.load()->stats(healthy);
     const auto spread = static_cast<std::uint64_t>(st.max - st.min);
     return spread > opt_.balance_abs_threshold &&
            static_cast<float>(st.max) >
@@ -306,6 +317,7 @@ class CacheAware {
   }
 
   const Options opt_;
+  const double cpt_;
   detail::SharedRng rng_;
   detail::ModelTrees trees_;
 };

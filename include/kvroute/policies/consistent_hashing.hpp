@@ -101,12 +101,12 @@ class ConsistentHashing {
   std::string_view name() const noexcept { return "consistent_hashing"; }
 
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
 
     if (std::optional<std::string_view> target = r.header(kTargetWorkerHeader)) {
       const Worker* w = resolve_target(*target, c);
-      if (w != nullptr && c.eligible(*w)) {
+      if (w != nullptr && c.is_eligible(*w)) {
         return Decision::pick(w, Branch::kTargetWorkerHit);
       }
       return Decision::none(Branch::kTargetWorkerMiss);
@@ -133,8 +133,8 @@ class ConsistentHashing {
   // spelling of a member's id.
   static const Worker* resolve_target(std::string_view value, const ClusterView& c) noexcept {
     const auto members = c.members();
-    if (c.snapshot != nullptr) {
-      if (const Worker* w = c.snapshot->find_url(value)) {
+    if (c.snapshot() != nullptr) {
+      if (const Worker* w = c.snapshot()->find_url(value)) {
         return member_by_id(members, w->id);
       }
     } else {
@@ -158,8 +158,8 @@ class ConsistentHashing {
 
   Decision ring_lookup(std::string_view key, Branch hit, const ClusterView& c) noexcept {
     const auto members = c.members();
-    const auto healthy = c.healthy();
-    const detail::HashRing& ring = c.group->ring();
+    const auto healthy = c.eligible();
+    const detail::HashRing& ring = c.group()->ring();
 
     bool bounded = false;
     double bound = 0.0;
@@ -176,7 +176,7 @@ class ConsistentHashing {
     std::int64_t owner = -1;
     const std::int64_t got = ring.walk(detail::HashRing::position(key), [&](std::uint32_t m) {
       const Worker* w = members[m];
-      if (!c.eligible(*w)) return false;
+      if (!c.is_eligible(*w)) return false;
       if (owner < 0) owner = m;
       return !bounded || !(static_cast<double>(c.in_flight(*w)) > bound);
     });

@@ -35,20 +35,20 @@
 // (uncached tokens predicted on the chosen worker), plus `claimed` and
 // `ticket` for feedback.
 //
-// Feedback: when the host learns how many characters the server really had
+// Feedback: when the host learns how many tokens the server really had
 // cached, report_cached() corrects both estimates: the tree (if the server
-// held less than claimed, the worker's claims as old as the one used are
-// dropped, as CacheAware::report_cached does) and, when given the request's
-// LoadGuard, the queued work (the guard then carries the real uncached
-// tokens).
+// held less than claimed, feedback.hpp, the worker's claims as old as the
+// one used are dropped, as CacheAware::report_cached does) and, when given
+// the request's LoadGuard, the queued work (the guard then carries the real
+// uncached tokens).
 //
 // Eviction: each worker's share of a tree is kept within max_tree_size
 // characters by reactive eviction on insert, and a sweep every
 // eviction_interval (lazily on choose, or maintain()).
 //
-// Thread safety: thread-safe. Trees are created on a model's first request
-// under a short exclusive lock; afterwards selections take a shared lock for
-// the map lookup and the tree's per-node locks. choose() never throws, logs
+// Thread safety: thread-safe. A model's tree is created when its first
+// worker registers or on its first request, under a short exclusive lock; afterwards selections
+// take a shared lock for the map lookup and the tree's per-node locks. choose() never throws, logs
 // or blocks on I/O; it allocates only inside tree inserts of new text.
 //
 // Example:
@@ -61,7 +61,7 @@
 //       s, {.tokens = router.policy().predicted_tokens(req, s.decision,
 //                                                      prompt_tokens)});
 //   // ... the server reports 1200 cached tokens:
-//   router.policy().report_cached(req, s.decision, 1200 * 4, prompt_tokens, &g);
+//   router.policy().report_cached(req, s.decision, 1200, prompt_tokens, &g);
 //   // ... first token arrives: g.release_tokens(); response ends: g.release().
 
 #ifndef KVROUTE_POLICIES_LEAST_PREFILL_HPP_
@@ -90,6 +90,7 @@
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
 #include "kvroute/detail/utf8.hpp"
+#include "kvroute/feedback.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/policy.hpp"
 #include "kvroute/radix_tree.hpp"
@@ -117,6 +118,9 @@ class LeastPrefill {
     // Characters per worker per tree. Ideally about the servers' cache size
     // in characters (tokens x chars_per_token); feedback corrects the rest.
     std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+    // When report_cached takes a report as "the server had less than
+    // claimed" (feedback.hpp).
+    FeedbackTolerance feedback_tolerance{};
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -139,7 +143,7 @@ class LeastPrefill {
   std::string_view name() const noexcept { return "least_prefill"; }
 
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
     ApproxRadixTree* tree = trees_.get_or_create(r.model);
@@ -219,29 +223,30 @@ class LeastPrefill {
   // chars_per_token).
   std::int64_t predicted_tokens(const RequestView& r, const Decision& d,
                                 std::int64_t prompt_tokens = -1) const noexcept {
-    const double total = prompt_tokens >= 0 ? static_cast<double>(prompt_tokens)
-                                            : static_cast<double>(text_units(r.text)) / cpt_;
-    const double left = total - static_cast<double>(d.claimed) / cpt_;
+    const double left = prompt_total(r, prompt_tokens) - static_cast<double>(d.claimed) / cpt_;
     return left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left));
   }
 
-  // Feedback for a request this policy routed: the server had `cached`
-  // characters of `request.text` cached. Corrects the tree (when it claimed
-  // more than that, the worker's claims as old as the one used or older are
-  // dropped) and, with `guard`, the queued work: the guard then carries the
-  // real uncached tokens (`prompt_tokens` as in predicted_tokens). Returns
-  // what was dropped from the tree. Never throws; a decision from another
-  // policy is ignored.
+  // Feedback for a request this policy routed: the server had
+  // `cached_tokens` tokens of its prompt cached. Corrects the tree (when it
+  // claimed more than that, feedback.hpp, the worker's claims as old as the
+  // one used or older are dropped) and, with `guard`, the queued work: the
+  // guard then carries the real uncached tokens (`prompt_tokens` as in
+  // predicted_tokens). Returns what was dropped from the tree. Never throws;
+  // a decision from another policy is ignored.
   EvictResult report_cached(const RequestView& request, const Decision& decision,
-                            std::uint64_t cached, std::int64_t prompt_tokens = -1,
+                            std::uint64_t cached_tokens, std::int64_t prompt_tokens = -1,
                             LoadGuard* guard = nullptr) noexcept {
     if (!decision) return {};
     if (guard != nullptr && guard->active()) {
-      Decision real = decision;
-      real.claimed = cached;
-      guard->set_tokens(predicted_tokens(request, real, prompt_tokens));
+      const double left = prompt_total(request, prompt_tokens) - static_cast<double>(cached_tokens);
+      guard->set_tokens(left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left)));
     }
-    if (decision.claimed == 0 || cached >= decision.claimed) return {};
+    const double cpt = claim_chars_per_token(request.text, prompt_tokens, cpt_);
+    if (decision.claimed == 0 ||
+        !claim_evicted(decision.claimed, cached_tokens, cpt, opt_.feedback_tolerance)) {
+      return {};
+    }
     ApproxRadixTree* tree = trees_.find(request.model);
     if (tree == nullptr) return {};
     return tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
@@ -251,10 +256,14 @@ class LeastPrefill {
   // selection still running on an older snapshot may insert for it).
   void on_worker_removed(WorkerId id) noexcept { trees_.on_worker_removed(id); }
 
+  // Workers joined or left: every model they serve gets its tree now.
+  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept { trees_.create_for(snapshot); }
+
   // Sweeps now: every tree to max_tree_size, and removed workers again.
   void maintain() noexcept { trees_.maintain(); }
 
-  // The model's tree, or null before its first request.
+  // The model's tree, or null before a worker of the model registers (or
+  // its first request).
   ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
   const Options& options() const noexcept { return opt_; }
 
@@ -270,8 +279,15 @@ class LeastPrefill {
                : healthy.size();
   }
 
+  // The prompt's tokens: `prompt_tokens`, or (< 0) its text's characters
+  // at chars_per_token.
+  double prompt_total(const RequestView& r, std::int64_t prompt_tokens) const noexcept {
+    return prompt_tokens >= 0 ? static_cast<double>(prompt_tokens)
+                              : static_cast<double>(text_units(r.text)) / cpt_;
+  }
+
   static std::int64_t queued(const ClusterView& c, const Worker& w) noexcept {
-    return c.load ? std::max<std::int64_t>(c.load->in_flight_tokens(w.id), 0) : 0;
+    return c.load() ? std::max<std::int64_t>(c.load()->in_flight_tokens(w.id), 0) : 0;
   }
 
   // Code points, the tree's unit for text (invalid UTF-8 read as the tree

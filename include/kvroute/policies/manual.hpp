@@ -138,7 +138,7 @@ class Manual {
   std::string_view name() const noexcept { return "manual"; }
 
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
-    const std::span<const Worker* const> healthy = c.healthy();
+    const std::span<const Worker* const> healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     const std::int64_t now = clock_->now().count();
     maybe_sweep(now);
@@ -313,9 +313,9 @@ class Manual {
     return max_idle_ns_ > 0 && now - e.last_access_ns >= max_idle_ns_;
   }
 
-  // A worker by the assignment mode. Requires !c.healthy().empty().
+  // A worker by the assignment mode. Requires !c.eligible().empty().
   const Worker* assign(const ClusterView& c) noexcept {
-    const std::span<const Worker* const> healthy = c.healthy();
+    const std::span<const Worker* const> healthy = c.eligible();
     switch (mode_) {
       case AssignmentMode::kMinLoad:
         return detail::pick_min(
@@ -324,7 +324,7 @@ class Manual {
         return detail::pick_min(
             healthy,
             [&c](const Worker& w) {
-              return c.load != nullptr ? c.load->active_keys(w.id) : std::int64_t{0};
+              return c.load() != nullptr ? c.load()->active_keys(w.id) : std::int64_t{0};
             },
             rng_);
       case AssignmentMode::kRandom:

@@ -47,7 +47,7 @@ class PowerOfTwo {
   std::string_view name() const noexcept { return "power_of_two"; }
 
   Decision choose(const RequestView&, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     const std::uint64_t n = healthy.size();
     if (n == 1) return Decision::pick(healthy[0], Branch::kSingleWorker);
@@ -61,9 +61,9 @@ class PowerOfTwo {
  private:
   // `a` is the first draw.
   static const Worker* better(const Worker& a, const Worker& b, const ClusterView& c) noexcept {
-    if (c.load == nullptr) return &a;
-    const ReportedLoad ra = c.load->reported(a.id);
-    const ReportedLoad rb = c.load->reported(b.id);
+    if (c.load() == nullptr) return &a;
+    const ReportedLoad ra = c.load()->reported(a.id);
+    const ReportedLoad rb = c.load()->reported(b.id);
     std::int64_t la, lb;
     if (ra.state == ReportedLoad::State::kKnown && rb.state == ReportedLoad::State::kKnown) {
       la = ra.value;

@@ -126,7 +126,7 @@ class PrefixHash {
   }
 
   Decision choose(const RequestView& r, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     const std::optional<std::uint64_t> pos = position(r);
     if (!pos) return random_pick(healthy);
@@ -137,9 +137,9 @@ class PrefixHash {
     const std::size_t n = healthy.size();
 
     std::int64_t pick = -1;
-    const std::int64_t got = c.group->ring().walk(*pos, [&](std::uint32_t m) {
+    const std::int64_t got = c.group()->ring().walk(*pos, [&](std::uint32_t m) {
       const Worker* w = members[m];
-      if (!c.eligible(*w)) return false;
+      if (!c.is_eligible(*w)) return false;
       if (pick < 0) pick = m;
       return load_ok(c.in_flight(*w), total, n, load_factor_);
     });

@@ -37,7 +37,7 @@ class Random {
   std::string_view name() const noexcept { return "random"; }
 
   Decision choose(const RequestView&, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     return Decision::pick(healthy[rng_.below(healthy.size())], Branch::kRandom);
   }

@@ -38,7 +38,7 @@ class RoundRobin {
   std::string_view name() const noexcept { return "round_robin"; }
 
   Decision choose(const RequestView&, const ClusterView& c) noexcept {
-    const auto healthy = c.healthy();
+    const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     const std::uint64_t i = cursor_.fetch_add(1, std::memory_order_relaxed);
     return Decision::pick(healthy[i % healthy.size()], Branch::kRoundRobin);
