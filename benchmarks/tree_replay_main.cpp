@@ -160,7 +160,7 @@
 
 #include <sys/resource.h>
 
-#include "kvroute/detail/arena.hpp"
+#include "kvroute/detail/radix/arena.hpp"
 #include "kvroute/radix_tree.hpp"
 
 namespace {

@@ -56,7 +56,7 @@ if [ "$run_tidy" = 1 ]; then
   printf '#include <kvroute/kvroute.hpp>\n#include <kvroute/fmt.hpp>\n' > "$tmp/lint_tu.cpp"
   # Every internal header too, so that one no public header includes is
   # still checked.
-  for h in include/kvroute/detail/*.hpp; do
+  for h in include/kvroute/detail/*.hpp include/kvroute/detail/*/*.hpp; do
     printf '#include <%s>\n' "${h#include/}" >> "$tmp/lint_tu.cpp"
   done
   echo "lint: clang-tidy over kvroute/kvroute.hpp, kvroute/fmt.hpp and kvroute/detail/*.hpp"

@@ -39,10 +39,14 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KVROUTE_NOINLINE __attribute__((noinline))
+// For a hot helper split out of a loop only to keep functions short: the
+// loop stays what it was.
+#define KVROUTE_ALWAYS_INLINE __attribute__((always_inline))
 #define KVROUTE_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KVROUTE_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define KVROUTE_NOINLINE
+#define KVROUTE_ALWAYS_INLINE
 #define KVROUTE_LIKELY(x) (x)
 #define KVROUTE_UNLIKELY(x) (x)
 #endif
@@ -63,7 +67,7 @@
 
 // 1 in an AddressSanitizer build. The radix tree's own allocator hands its
 // blocks to malloc there, so that AddressSanitizer sees every fragment and
-// block the tree frees (detail/arena.hpp).
+// block the tree frees (detail/radix/arena.hpp).
 #if defined(__SANITIZE_ADDRESS__)
 #define KVROUTE_ASAN 1
 #elif defined(__has_feature)

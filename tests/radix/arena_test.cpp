@@ -1,4 +1,4 @@
-// detail::BlockArena (kvroute/detail/arena.hpp), the radix tree's memory for
+// detail::BlockArena (kvroute/detail/radix/arena.hpp), the radix tree's memory for
 // fragments and blocks: blocks are aligned, distinct and keep what was
 // written to them; freed neighbours merge so that the space is reusable at
 // any size; a region whose blocks are all free goes back to the system
@@ -7,7 +7,7 @@
 // defers its prefaults; and threads that allocate and free each other's
 // blocks corrupt nothing (also under ThreadSanitizer and AddressSanitizer).
 
-#include "kvroute/detail/arena.hpp"
+#include "kvroute/detail/radix/arena.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// detail::UnitSlab (kvroute/detail/slab.hpp), the radix tree's store of
+// detail::UnitSlab (kvroute/detail/radix/slab.hpp), the radix tree's store of
 // nodes and claims: indices stay valid and distinct, large blocks never
 // straddle a chunk, freed blocks are reused, fresh small blocks come from
 // the other end of the range than large ones (a claim's line is not a
@@ -7,9 +7,9 @@
 // alloc/release from several threads hand out no block twice (also under
 // ThreadSanitizer).
 
-#include "kvroute/detail/slab.hpp"
+#include "kvroute/detail/radix/slab.hpp"
 
-#include "kvroute/detail/radix_node.hpp"
+#include "kvroute/detail/radix/node.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // -----------------------------------------------------------------------------
-// File: kvroute/detail/rw_lock.hpp
+// File: kvroute/detail/radix/rw_lock.hpp
 // -----------------------------------------------------------------------------
 //
 // Not API. The radix tree's own small locks: `RwLock`, the four-byte
@@ -43,8 +43,8 @@
 //
 // Thread safety: thread-safe (it is a lock).
 
-#ifndef KVROUTE_DETAIL_RW_LOCK_HPP_
-#define KVROUTE_DETAIL_RW_LOCK_HPP_
+#ifndef KVROUTE_DETAIL_RADIX_RW_LOCK_HPP_
+#define KVROUTE_DETAIL_RADIX_RW_LOCK_HPP_
 
 #include <atomic>
 #include <chrono>
@@ -184,7 +184,7 @@ class RwLock {
   // validate(token) saw a state that no exclusive hold changed meanwhile.
   // The reads themselves race with writers by design: they must be copies
   // that are used only once validated (and of memory that stays allocated,
-  // see detail/epoch.hpp).
+  // see detail/radix/epoch.hpp).
   std::uint32_t read_begin() const noexcept { return state_.load(std::memory_order_acquire); }
   static bool readable(std::uint32_t token) noexcept { return (token & kWriter) == 0; }
   bool validate(std::uint32_t token) const noexcept {
@@ -372,4 +372,4 @@ class SpinMutex {
 }  // namespace detail
 KVROUTE_NAMESPACE_END
 
-#endif  // KVROUTE_DETAIL_RW_LOCK_HPP_
+#endif  // KVROUTE_DETAIL_RADIX_RW_LOCK_HPP_

@@ -1,5 +1,5 @@
 // -----------------------------------------------------------------------------
-// File: kvroute/detail/slab.hpp
+// File: kvroute/detail/radix/slab.hpp
 // -----------------------------------------------------------------------------
 //
 // Not API. `detail::UnitSlab<UnitBytes, SmallUnits, LargeUnits, ChunkBits>`:
@@ -55,8 +55,8 @@
 //   Foo* f = new (slab.at(i)) Foo();       // sizeof(Foo) <= 48
 //   slab.release(i, 2);
 
-#ifndef KVROUTE_DETAIL_SLAB_HPP_
-#define KVROUTE_DETAIL_SLAB_HPP_
+#ifndef KVROUTE_DETAIL_RADIX_SLAB_HPP_
+#define KVROUTE_DETAIL_RADIX_SLAB_HPP_
 
 #include <atomic>
 #include <cstddef>
@@ -66,7 +66,7 @@
 #include <mutex>
 
 #include "kvroute/config.hpp"
-#include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/radix/rw_lock.hpp"
 #include "kvroute/detail/striped.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -307,4 +307,4 @@ class UnitSlab {
 }  // namespace detail
 KVROUTE_NAMESPACE_END
 
-#endif  // KVROUTE_DETAIL_SLAB_HPP_
+#endif  // KVROUTE_DETAIL_RADIX_SLAB_HPP_

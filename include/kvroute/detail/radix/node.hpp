@@ -1,31 +1,23 @@
 // -----------------------------------------------------------------------------
-// File: kvroute/detail/radix_node.hpp
+// File: kvroute/detail/radix/node.hpp
 // -----------------------------------------------------------------------------
 //
-// Not API. The pieces of kvroute::BasicApproxRadixTree (kvroute/radix_tree.hpp)
-// that do not need the tree itself:
-//
-//   * RadixSymbolTraits<Symbol>: what a "unit" is. For `char` a unit is one
-//     Unicode code point of UTF-8 text, read as detail/utf8.hpp reads it
-//     (each byte of an invalid sequence is a unit of its own); for an
-//     integral token type a unit is one token.
-//   * common_prefix_bytes: the byte comparison every match and insert runs.
+// Not API. The radix tree's two slab objects:
 //   * RadixClaim: "tenant t holds this node", one per (node, tenant), linked
-//     into t's LRU list.
+//     into t's LRU list (detail/radix/lru.hpp).
 //   * RadixNode: a compressed-edge node: its fragment, a sorted array of
 //     children keyed by the first unit of their fragment, and a sorted array
 //     of (tenant id, claim). No hash map and no per-character node.
 //
 // Layout (64-bit): a node is 56 bytes, plus its fragment when that is
 // longer than 8 bytes (up to 8 bytes are kept in the node). Its first two
-// children (one for 8-byte token ids) are kept in the node itself; beyond
-// that, one block of (key, child index) pairs. Keeping a fork's two
-// children inline takes a dependent cache miss (the block) off every level
-// of a descent through a large tree (benchmarks/README.md, "Two children
-// in the node"). When more than one tenant holds a node, one block of
-// (tenant id, claim index) pairs; a claim is 24 bytes. Nodes and claims
-// live in the tree's slab (detail/slab.hpp: 7 and 3 units of 8 bytes); the
-// blocks and fragments are allocated by the tree, which counts every byte.
+// children (one for 8-byte token ids) are kept in the node itself, which
+// takes a dependent cache miss (the block) off every level of a descent
+// through a large tree; beyond that, one block of (key, child index)
+// pairs. When more than one tenant holds a node, one block of (tenant id,
+// claim index) pairs; a claim is 24 bytes. Nodes and claims live in the
+// tree's slab (detail/radix/slab.hpp: 7 and 3 units of 8 bytes); the
+// blocks and fragments come from the tree's memory (detail/radix/memory.hpp).
 //
 // Thread safety: none here; RadixNode::lock and the tree's per-tenant mutexes
 // guard the fields as documented in radix_tree.hpp.
@@ -39,106 +31,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <vector>
 
 #include "kvroute/config.hpp"
-#include "kvroute/detail/rw_lock.hpp"
-#include "kvroute/detail/slab.hpp"
-#include "kvroute/detail/utf8.hpp"
+#include "kvroute/detail/radix/rw_lock.hpp"
+#include "kvroute/detail/radix/slab.hpp"
+#include "kvroute/detail/radix/symbols.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 namespace detail {
 
-template <class Symbol>
-struct RadixSymbolTraits;
-
-// Text: units are code points; child keys are the first code point's bytes
-// packed into 32 bits (distinct characters, and a lone invalid byte versus a
-// well-formed sequence that starts with it, always get distinct keys).
-template <>
-struct RadixSymbolTraits<char> {
-  using Sequence = std::string_view;
-  using Fragment = std::string;
-  using Key = std::uint32_t;
-
-  // Requires n > 0.
-  static Key key(const char* p, std::size_t n) noexcept {
-    const std::size_t len = utf8_char_length(p, p + n);
-    Key k = 0;
-    for (std::size_t i = 0; i < len; ++i) {
-      k |= static_cast<Key>(static_cast<unsigned char>(p[i])) << (8 * i);
-    }
-    return k;
-  }
-
-  // Code points (detail/utf8.hpp). The unmatched tail of every match and
-  // the text of every new leaf are counted here.
-  static std::size_t count(const char* p, std::size_t n) noexcept {
-    return utf8_count(std::string_view(p, n));
-  }
-
-  // The longest prefix, in bytes, that ends on a character boundary of both
-  // `a` and `b`, given that their first `common` bytes are equal. A byte
-  // mismatch inside a multi-byte character counts only whole characters.
-  static std::size_t boundary(const char* a, std::size_t na, const char* b, std::size_t nb,
-                              std::size_t common) noexcept {
-    return std::min(utf8_floor_boundary(std::string_view(a, na), common),
-                    utf8_floor_boundary(std::string_view(b, nb), common));
-  }
-};
-
-// Tokens: one symbol is one unit.
-template <class Symbol>
-requires(std::is_integral_v<Symbol> && !std::is_same_v<Symbol, char> &&
-         !std::is_same_v<Symbol, bool>) struct RadixSymbolTraits<Symbol> {
-  using Sequence = std::span<const Symbol>;
-  using Fragment = std::vector<Symbol>;
-  using Key = Symbol;
-
-  static Key key(const Symbol* p, std::size_t) noexcept { return p[0]; }
-  static std::size_t count(const Symbol*, std::size_t n) noexcept { return n; }
-  static std::size_t boundary(const Symbol*, std::size_t, const Symbol*, std::size_t,
-                              std::size_t common) noexcept {
-    return common;
-  }
-};
-
-// Returns the number of leading bytes on which `a` and `b` agree, comparing
-// at most `n`. An equal run (the common case: a whole fragment matches) costs
-// one memcmp; a mismatch is located 256 bytes at a time with memcmp, then one
-// word at a time. Complexity: O(position of the first difference).
-inline std::size_t common_prefix_bytes(const void* a, const void* b, std::size_t n) noexcept {
-  const auto* pa = static_cast<const unsigned char*>(a);
-  const auto* pb = static_cast<const unsigned char*>(b);
-  if (n == 0 || std::memcmp(pa, pb, n) == 0) return n;
-  std::size_t i = 0;
-  constexpr std::size_t kChunk = 256;
-  while (n - i >= kChunk && std::memcmp(pa + i, pb + i, kChunk) == 0) i += kChunk;
-  while (n - i >= 8) {
-    std::uint64_t x;
-    std::uint64_t y;
-    std::memcpy(&x, pa + i, 8);
-    std::memcpy(&y, pb + i, 8);
-    if (x != y) {
-      const std::uint64_t d = x ^ y;
-      if constexpr (std::endian::native == std::endian::little) {
-        return i + static_cast<std::size_t>(std::countr_zero(d) >> 3);
-      } else {
-        return i + static_cast<std::size_t>(std::countl_zero(d) >> 3);
-      }
-    }
-    i += 8;
-  }
-  while (i < n && pa[i] == pb[i]) ++i;
-  return i;
-}
-
 // Node and claim links are 32-bit indices into the tree's slab
-// (detail/slab.hpp); kNilIndex is the null link and kRootIndex names the
+// (detail/radix/slab.hpp); kNilIndex is the null link and kRootIndex names the
 // root, which is a member of the tree, not a slab object.
 inline constexpr std::uint32_t kRootIndex = 0xFFFFFFFEu;
 
@@ -211,8 +114,7 @@ struct RadixNode {
   // here (which of the two members holds it follows from len alone, so an
   // optimistic reader's snapshot needs no other field); a longer one is
   // pointed to. Almost half the interior nodes of a branchy tree have such
-  // a fragment (benchmarks/README.md, "Short fragments in the node"): a
-  // descent compares them without a second, dependent load.
+  // a fragment: a descent compares them without a second, dependent load.
   // (8 bytes on 64-bit targets, which the figures in the docs assume.)
   static constexpr std::size_t kInlineSymbols = sizeof(void*) / sizeof(Symbol);
   static_assert(kInlineSymbols >= 1, "a symbol wider than a pointer");
@@ -308,6 +210,81 @@ struct RadixNode {
   std::uint32_t find_claim(std::uint32_t t) const noexcept {
     const std::uint32_t i = tenant_slot(t);
     return (i < ntenant && tenant_ids()[i] == t) ? claims()[i] : kNilIndex;
+  }
+
+  // --- entries (the caller holds the node exclusively, with capacity) --------
+
+  // Adds child `c` under key `k`. Requires capacity.
+  void add_child(Key k, std::uint32_t c) noexcept {
+    const std::uint32_t i = child_slot(k);
+    Key* ks = keys();
+    std::uint32_t* cs = kids();
+    std::memmove(ks + i + 1, ks + i, (nchild - i) * sizeof(Key));
+    std::memmove(cs + i + 1, cs + i, (nchild - i) * sizeof(std::uint32_t));
+    ks[i] = k;
+    cs[i] = c;
+    ++nchild;
+  }
+
+  // Removes child `c`, whose node is `cn`.
+  void remove_child(const RadixNode& cn, [[maybe_unused]] std::uint32_t c) noexcept {
+    const std::uint32_t i = child_slot(Traits::key(cn.data(), cn.len));
+    KVROUTE_ASSERT(i < nchild && kids()[i] == c, "radix tree: child not found");
+    Key* ks = keys();
+    std::uint32_t* cs = kids();
+    std::memmove(ks + i, ks + i + 1, (nchild - i - 1) * sizeof(Key));
+    std::memmove(cs + i, cs + i + 1, (nchild - i - 1) * sizeof(std::uint32_t));
+    --nchild;
+  }
+
+  // Adds tenant `t` with claim `c`. Requires capacity and t absent.
+  void add_tenant_entry(std::uint32_t t, std::uint32_t c) noexcept {
+    if (tenants_inline()) {
+      KVROUTE_ASSERT(ntenant == 0 && cap_tenant() == 1, "radix tree: no room for a tenant");
+      tenants.one.tenant = t;
+      tenants.one.claim = c;
+      ntenant = 1;
+      return;
+    }
+    const std::uint32_t i = tenant_slot(t);
+    std::uint32_t* ids = tenant_ids();
+    std::uint32_t* cl = claims();
+    std::memmove(ids + i + 1, ids + i, (ntenant - i) * sizeof(std::uint32_t));
+    std::memmove(cl + i + 1, cl + i, (ntenant - i) * sizeof(std::uint32_t));
+    ids[i] = t;
+    cl[i] = c;
+    ++ntenant;
+  }
+
+  void remove_tenant_entry(std::uint32_t t) noexcept {
+    const std::uint32_t i = tenant_slot(t);
+    KVROUTE_ASSERT(i < ntenant && tenant_ids()[i] == t, "radix tree: tenant not found");
+    if (tenants_inline()) {
+      tenants.one = {};
+      ntenant = 0;
+      return;
+    }
+    std::uint32_t* ids = tenant_ids();
+    std::uint32_t* cl = claims();
+    std::memmove(ids + i, ids + i + 1, (ntenant - i - 1) * sizeof(std::uint32_t));
+    std::memmove(cl + i, cl + i + 1, (ntenant - i - 1) * sizeof(std::uint32_t));
+    --ntenant;
+  }
+
+  // Copies the fields an optimistic read uses into `to` (not the lock):
+  // nothing is derived from them, not even a pointer, before the copy is
+  // known to be consistent; after that the node's own accessors work on
+  // the copy.
+  void snapshot_into(RadixNode& to) const noexcept {
+    to.len = len;
+    to.count = count;
+    to.nchild = nchild;
+    to.ntenant = ntenant;
+    to.child_cap_code = child_cap_code;
+    to.tenant_cap_code = tenant_cap_code;
+    to.frag = frag;
+    to.children = children;
+    to.tenants = tenants;
   }
 };
 

@@ -1,4 +1,4 @@
-// detail::EpochDomain (kvroute/detail/epoch.hpp), epoch-based reclamation
+// detail::EpochDomain (kvroute/detail/radix/epoch.hpp), epoch-based reclamation
 // for lock-free readers: nothing retired is reclaimed while a section that
 // may hold it is open, everything is reclaimed once the sections close, a
 // domain out of slots hands out unprotected sections instead of waiting,
@@ -6,7 +6,7 @@
 // object (checked by a poison value here, and by AddressSanitizer and
 // ThreadSanitizer in those builds).
 
-#include "kvroute/detail/epoch.hpp"
+#include "kvroute/detail/radix/epoch.hpp"
 
 #include <catch2/catch.hpp>
 

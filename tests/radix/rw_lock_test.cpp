@@ -1,11 +1,11 @@
-// The radix tree's own locks (kvroute/detail/rw_lock.hpp): mutual exclusion
+// The radix tree's own locks (kvroute/detail/radix/rw_lock.hpp): mutual exclusion
 // of SpinMutex through its spinning and its sleeping paths, the waiters'
 // spin by the clock, RwLock's readers-share / writer-alone rule, and
 // RwLock's version, which optimistic readers check instead of locking.
 // Built to run under ThreadSanitizer too, which checks that the locks
 // order the protected writes.
 
-#include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/radix/rw_lock.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,15 +3,15 @@
 // thread may split the node it stopped in, or unlink it. The insert must
 // notice (the node's version moved on) and walk again, never go on from
 // what it read before. A stress test meets this window only by chance; here
-// a test hook (KVROUTE_RADIX_TREE_TEST_HOOKS, which changes the class, hence
-// this program of its own) runs the other thread's change inside it.
+// the tree's test hook (detail::RadixTestAccess) runs the other thread's
+// change inside it.
 
-#define KVROUTE_RADIX_TREE_TEST_HOOKS 1
 #include "kvroute/radix_tree.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -31,19 +31,21 @@ using kvroute::TenantId;
 class Window {
  public:
   explicit Window(ApproxRadixTree& tree) : tree_(tree) {}
-  ~Window() { tree_.before_descent_lock = nullptr; }
+  ~Window() { kvroute::detail::RadixTestAccess::set_before_descent_lock(tree_, nullptr, nullptr); }
   Window(const Window&) = delete;
   Window& operator=(const Window&) = delete;
 
   void arm(std::function<void()> change) {
     change_ = std::move(change);
-    tree_.before_descent_lock_arg = this;
-    tree_.before_descent_lock = [](void* self) {
-      auto* w = static_cast<Window*>(self);
-      // The change's own descents pass here too: only the first runs it.
-      if (w->calls_.fetch_add(1) != 0) return;
-      std::thread(w->change_).join();
-    };
+    kvroute::detail::RadixTestAccess::set_before_descent_lock(
+        tree_,
+        [](void* self) {
+          auto* w = static_cast<Window*>(self);
+          // The change's own descents pass here too: only the first runs it.
+          if (w->calls_.fetch_add(1) != 0) return;
+          std::thread(w->change_).join();
+        },
+        this);
   }
   int calls() const { return calls_.load(); }
 
@@ -142,4 +144,38 @@ TEST_CASE("descent window: a new child where the insert meant to add one is foun
   CHECK(below->children == 1);
   CHECK(tree.match_for_tenant(kTail, 0).matched == kTail.size());
   CHECK(tree.match_for_tenant("abcdefgh", 1).matched == 8);
+}
+
+TEST_CASE("descent window: a node held exactly 2^19 times meanwhile still sends the insert back",
+          "[radix_tree][concurrency]") {
+  // The node's lock word repeats its version after 2^19 exclusive holds:
+  // the split in the window, then holds until the word is what the walk
+  // read. Taking that word for "unchanged" would hang the new leaf below
+  // the split node's shortened fragment.
+  const bool via_match = GENERATE(false, true);
+  ApproxRadixTree tree;
+  REQUIRE(tree.insert("abcdefgh", 0).ok());
+  kvroute::detail::RwLock* lock =
+      kvroute::detail::RadixTestAccess::node_lock(tree, std::string_view("abcdefgh"));
+  REQUIRE(lock != nullptr);
+  const std::uint32_t seen = lock->read_begin();
+  Window window(tree);
+  std::uint64_t holds = 0;
+  window.arm([&] {
+    REQUIRE_NOTHROW(tree.insert("abcdXY", 1));  // splits the node: it keeps "abcd"
+    while (lock->read_begin() != seen) {
+      lock->lock();
+      lock->unlock();
+      ++holds;
+    }
+  });
+  insert_via(tree, via_match, kTail, 0);
+  CHECK(holds > 0);
+  CHECK(holds < (std::uint64_t{1} << 19));
+  CHECK(tree.check_invariants().empty());
+  CHECK(tree.match_for_tenant(kTail, 0).matched == kTail.size());
+  CHECK(tree.match_for_tenant("abcdefgh", 0).matched == 8);
+  CHECK(tree.match_for_tenant("abcdXY", 1).matched == 6);
+  CHECK_FALSE(tree.debug_node("abcdZZZZZZZZZZ").has_value());
+  CHECK(tree.tenant_size(0) == 18);
 }

@@ -1,5 +1,5 @@
 // -----------------------------------------------------------------------------
-// File: kvroute/detail/epoch.hpp
+// File: kvroute/detail/radix/epoch.hpp
 // -----------------------------------------------------------------------------
 //
 // Not API. `detail::EpochDomain`: epoch-based reclamation, so that readers
@@ -48,8 +48,8 @@
 //   }
 //   domain.collect();  // from the host's periodic maintenance
 
-#ifndef KVROUTE_DETAIL_EPOCH_HPP_
-#define KVROUTE_DETAIL_EPOCH_HPP_
+#ifndef KVROUTE_DETAIL_RADIX_EPOCH_HPP_
+#define KVROUTE_DETAIL_RADIX_EPOCH_HPP_
 
 #include <atomic>
 #include <cstddef>
@@ -59,7 +59,7 @@
 #include <new>
 
 #include "kvroute/config.hpp"
-#include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/radix/rw_lock.hpp"
 #include "kvroute/detail/striped.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -354,4 +354,4 @@ class EpochDomain {
 }  // namespace detail
 KVROUTE_NAMESPACE_END
 
-#endif  // KVROUTE_DETAIL_EPOCH_HPP_
+#endif  // KVROUTE_DETAIL_RADIX_EPOCH_HPP_

@@ -1,5 +1,5 @@
 // -----------------------------------------------------------------------------
-// File: kvroute/detail/arena.hpp
+// File: kvroute/detail/radix/arena.hpp
 // -----------------------------------------------------------------------------
 //
 // Not API. `detail::BlockArena`: the radix tree's memory for fragments, child
@@ -52,8 +52,8 @@
 //     later.run();                    // locks released, q still live
 //   }
 
-#ifndef KVROUTE_DETAIL_ARENA_HPP_
-#define KVROUTE_DETAIL_ARENA_HPP_
+#ifndef KVROUTE_DETAIL_RADIX_ARENA_HPP_
+#define KVROUTE_DETAIL_RADIX_ARENA_HPP_
 
 #include <algorithm>
 #include <atomic>
@@ -67,7 +67,7 @@
 #include <new>
 
 #include "kvroute/config.hpp"
-#include "kvroute/detail/rw_lock.hpp"
+#include "kvroute/detail/radix/rw_lock.hpp"
 #include "kvroute/detail/striped.hpp"
 
 #if defined(__linux__)
@@ -612,4 +612,4 @@ class BlockArena {
 }  // namespace detail
 KVROUTE_NAMESPACE_END
 
-#endif  // KVROUTE_DETAIL_ARENA_HPP_
+#endif  // KVROUTE_DETAIL_RADIX_ARENA_HPP_
