@@ -214,15 +214,24 @@ class LeastPrefill {
   }
 
   // The uncached tokens `d` predicts on its worker, for DispatchInfo.tokens:
-  // `prompt_tokens` minus the claimed characters in tokens, at least 0.
-  // `prompt_tokens` < 0 means "estimate from the text" (characters /
-  // chars_per_token).
+  // `prompt_tokens` minus the claimed characters in tokens, at least 0 and
+  // at most INT64_MAX (a tiny chars_per_token makes any text a vast number
+  // of tokens). `prompt_tokens` < 0 means "estimate from the text": the
+  // characters the claim leaves / chars_per_token.
   std::int64_t predicted_tokens(const RequestView& r, const Decision& d,
                                 std::int64_t prompt_tokens = -1) const noexcept {
-    const double total = prompt_tokens >= 0 ? static_cast<double>(prompt_tokens)
-                                            : static_cast<double>(text_units(r.text)) / cpt_;
-    const double left = total - static_cast<double>(d.claimed) / cpt_;
-    return left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left));
+    double left = 0;
+    if (prompt_tokens >= 0) {
+      left = static_cast<double>(prompt_tokens) - static_cast<double>(d.claimed) / cpt_;
+    } else {
+      // The difference first: both quotients can overflow to infinity.
+      const std::uint64_t units = text_units(r.text);
+      left = static_cast<double>(units - std::min(units, d.claimed)) / cpt_;
+    }
+    if (!(left > 0)) return 0;
+    // 2^63 is exact as a double; every double below it converts.
+    if (left >= 0x1p63) return std::numeric_limits<std::int64_t>::max();
+    return static_cast<std::int64_t>(std::ceil(left));
   }
 
   // Feedback for a request this policy routed: the server had `cached`
