@@ -116,10 +116,10 @@ class RouterInputs {
   // Mostly "", "m0" to "m2"; sometimes a model never seen before, or the
   // latest such one.
   std::string model(ByteReader& in) {
-    const std::uint8_t b = in.next() % 8;
-    if (b < 3) return "";
-    if (b < 6) return "m" + std::to_string(b - 3);
-    if (b == 6 || fresh_models_ == 0) return "new" + std::to_string(fresh_models_++);
+    const std::uint8_t b = in.next() % 16;
+    if (b < 6) return "";
+    if (b < 12) return "m" + std::to_string((b - 6) / 2);
+    if (b == 12 || fresh_models_ == 0) return "new" + std::to_string(fresh_models_++);
     return "new" + std::to_string(fresh_models_ - 1);
   }
 
