@@ -14,9 +14,15 @@
 //     worker of the request's model group, from the selection's snapshot;
 //     "no worker" only when none is eligible (kNoWorkers / kNoHealthyWorkers
 //     as the group says) or as consistent_hashing's strict target miss; the
-//     branch is one the policy documents; a target header naming an
-//     eligible worker is honoured; manual's branch follows its entry (TTL
-//     exact) and a hit names the first eligible candidate;
+//     branch is one the policy documents; and per policy (router_checks.hpp):
+//     consistent_hashing honours a target header naming an eligible worker
+//     and misses otherwise; its keyed branches and prefix_hash's repeat for
+//     the same selection; cache_aware takes `imbalanced` exactly when its
+//     balance rule says so, and a least-loaded worker unless it hits;
+//     least_prefill takes a worker of least predicted work, claims its
+//     match with its claim's recency as ticket, and names the branch that
+//     says why; manual's branch follows its entry (TTL exact), a hit names
+//     the first eligible candidate and the entry then holds the choice;
 //   * the snapshot holds exactly the live workers with their flags;
 //   * LoadTracker's in-flight, token, distinct-key and processed counts
 //     equal what the held guards carry (so every load returns to zero when
@@ -302,14 +308,31 @@ class RouterDriver {
     std::vector<kvroute::Header> scratch;
     const kvroute::RequestView r = h->req.view(scratch);
     const Group g = group(r, excluded);
-    const std::optional<ManualExpectation> manual = expect_manual(r, g);
+    std::optional<ManualExpectation> manual;
+    if (auto* m = policy<kvroute::Manual>(); m != nullptr && !g.eligible.empty()) {
+      manual = expect_manual(*m, r, g, now(), max_idle_ns());
+      if (const auto key = r.header(kvroute::kRoutingKeyHeader); key && !key->empty()) {
+        keys_seen_.emplace(std::string(r.model), std::string(*key));
+      }
+    }
+    std::optional<PrefillView> prefill;
+    if (policy<kvroute::LeastPrefill>() != nullptr) {
+      prefill = view_least_prefill(cfg_, policy<kvroute::LeastPrefill>()->tree(h->req.model), r, g,
+                                   router_->load());
+    }
     h->sel = router_->select(r, excluded);
     const kvroute::Decision& d = h->sel.decision;
     if (std::string e = check_decision(r, g, h->sel); !e.empty()) return e;
+    if (std::string e = check_balance(cfg_, g, router_->load(), d); !e.empty()) return e;
+    if (prefill) {
+      if (std::string e = check_least_prefill(*prefill, g, d); !e.empty()) return e;
+    }
+    if (std::string e = check_repeatable(r, excluded, d); !e.empty()) return e;
     ++(d ? stats_.routed : stats_.not_routed);
     if (std::string e = check_target(cfg_.policy, r, g, d, workers_urls()); !e.empty()) return e;
     if (manual) {
-      if (std::string e = check_manual(r, *manual, d); !e.empty()) return e;
+      const std::string e = check_manual(*policy<kvroute::Manual>(), r, *manual, d, now());
+      if (!e.empty()) return e;
     }
     models_seen_.insert(h->req.model);
     if (then == 0) return "";  // a selection never dispatched
@@ -317,6 +340,27 @@ class RouterDriver {
     if (held_.size() >= kMaxHeld) held_.erase(held_.begin());
     held_.push_back(std::move(h));
     return e;
+  }
+
+  // The hashing policies' keyed branches are functions of the request, the
+  // membership and the loads: the same selection again gives the same.
+  std::string check_repeatable(const kvroute::RequestView& r, const std::vector<WorkerId>& excluded,
+                               const kvroute::Decision& d) {
+    using kvroute::Branch;
+    const bool keyed = cfg_.policy == kvroute::PolicyKind::kConsistentHashing
+                           ? d.branch != Branch::kRandomFallback
+                           : cfg_.policy == kvroute::PolicyKind::kPrefixHash &&
+                                 d.branch != Branch::kRandomFallback;
+    if (!keyed || d.reason() == kvroute::NoWorker::kNoWorkers ||
+        d.reason() == kvroute::NoWorker::kNoHealthyWorkers) {
+      return "";
+    }
+    const kvroute::Selection again = router_->select(r, excluded);
+    if (again.decision.id() != d.id() || again.decision.branch != d.branch) {
+      return "the same selection again gave worker " + std::to_string(again.decision.id().value) +
+             " " + std::string(to_string(again.decision.branch));
+    }
+    return "";
   }
 
   std::vector<std::pair<std::uint32_t, std::string>> workers_urls() const {
@@ -371,45 +415,6 @@ class RouterDriver {
       return "claimed " + std::to_string(d.claimed) + " of " + std::to_string(units) + " chars";
     }
     if (!tree_policy() && (d.claimed != 0 || d.ticket != 0)) return "a claim without a tree";
-    return "";
-  }
-
-  // Manual's documented branch for `r`, read from its entry before the
-  // selection; nullopt for other policies or when nothing is eligible.
-  std::optional<ManualExpectation> expect_manual(const kvroute::RequestView& r, const Group& g) {
-    kvroute::Manual* m = policy<kvroute::Manual>();
-    if (m == nullptr || g.eligible.empty()) return std::nullopt;
-    const std::optional<std::string_view> key = r.header(kvroute::kRoutingKeyHeader);
-    if (!key || key->empty()) return ManualExpectation{kvroute::Branch::kNoRoutingId, {}};
-    keys_seen_.emplace(std::string(r.model), std::string(*key));
-    const auto e = m->entry(r.model, *key);
-    if (!e || (max_idle_ns() > 0 && now() - e->last_access.count() >= max_idle_ns())) {
-      return ManualExpectation{kvroute::Branch::kVacant, {}};
-    }
-    for (WorkerId c : e->candidates) {
-      if (std::find(g.eligible.begin(), g.eligible.end(), c.value) != g.eligible.end()) {
-        return ManualExpectation{kvroute::Branch::kOccupiedHit, c.value};
-      }
-    }
-    return ManualExpectation{kvroute::Branch::kOccupiedMiss, {}};
-  }
-
-  std::string check_manual(const kvroute::RequestView& r, const ManualExpectation& want,
-                           const kvroute::Decision& d) {
-    if (d.branch != want.branch) {
-      return "manual: " + std::string(to_string(d.branch)) + ", expected " +
-             std::string(to_string(want.branch));
-    }
-    if (want.worker && d.id().value != *want.worker) {
-      return "manual: hit on " + std::to_string(d.id().value) + ", first eligible candidate " +
-             std::to_string(*want.worker);
-    }
-    if (want.branch == kvroute::Branch::kNoRoutingId) return "";
-    const auto e = policy<kvroute::Manual>()->entry(r.model, *r.header(kvroute::kRoutingKeyHeader));
-    if (!e || e->last_access.count() != now() ||
-        std::find(e->candidates.begin(), e->candidates.end(), d.id()) == e->candidates.end()) {
-      return "manual: the entry does not hold the chosen worker as of now";
-    }
     return "";
   }
 
