@@ -1,5 +1,6 @@
 #include "kvroute/policy_config.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -160,6 +161,18 @@ TEST_CASE("config: errors name the flag and the value", "[config]") {
   CHECK_THAT(error_of({"round_robin"}), Catch::Contains("'round_robin'"));
   // Control bytes in a value are shown escaped, never raw.
   CHECK_THAT(error_of({"--policy", std::string_view("ra\x01nd", 5)}), Catch::Contains("\\x01"));
+}
+
+TEST_CASE("config: an unknown flag's name is shown escaped", "[config]") {
+  // The name was copied into the error raw: a newline or escape sequence
+  // in an argument went into the host's log line as is.
+  const std::string e = error_of({"--eviction-interval-secs\n\x1b[2J\xff"});
+  CHECK_THAT(e, Catch::Contains("--eviction-interval-secs\\n\\x1b[2J\\xff") &&
+                    Catch::Contains("unknown flag"));
+  CHECK(std::none_of(e.begin(), e.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7F;
+  }));
+  CHECK_THAT(error_of({std::string_view("--router-x\0y=1", 14)}), Catch::Contains("--x\\x00y"));
 }
 
 TEST_CASE("config: unknown flags can be passed through to the host", "[config]") {

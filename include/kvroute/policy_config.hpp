@@ -337,6 +337,9 @@ inline absl::StatusOr<PolicyConfig> parse_policy_flags(
       name = name.substr(0, eq);
     }
     if (name.substr(0, 7) == "router-") name = name.substr(7);
+    // As errors show it: an unknown flag's name may hold any bytes.
+    const std::string flag =
+        absl::StrCat("--", absl::CHexEscape(absl::string_view(name.data(), name.size())));
 
     // Returns the flag's value: inline, or the next argument.
     auto value = [&](std::string_view& out) -> absl::Status {
@@ -345,13 +348,11 @@ inline absl::StatusOr<PolicyConfig> parse_policy_flags(
         return absl::OkStatus();
       }
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", absl::string_view(name.data(), name.size()), ": missing value"));
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": missing value"));
       }
       out = args[++i];
       return absl::OkStatus();
     };
-    const std::string flag = absl::StrCat("--", absl::string_view(name.data(), name.size()));
     std::string_view v;
     absl::Status s;
     auto number = [&](auto& field) {

@@ -22,25 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/byte_reader.hpp"
 #include "fuzz/radix_model.hpp"
 #include "kvroute/radix_tree.hpp"
 
 namespace kvfuzz {
-
-class ByteReader {
- public:
-  ByteReader(const std::uint8_t* p, std::size_t n) : p_(p), n_(n) {}
-  bool empty() const { return n_ == 0; }
-  std::uint8_t next() {
-    if (n_ == 0) return 0;
-    --n_;
-    return *p_++;
-  }
-
- private:
-  const std::uint8_t* p_;
-  std::size_t n_;
-};
 
 template <class Symbol>
 class RadixDriver {
@@ -70,21 +56,7 @@ class RadixDriver {
 
   std::string fail(const std::string& e) const { return log_.str() + "MISMATCH: " + e; }
 
-  static std::string show(const std::string& s) {
-    std::string out = "\"";
-    for (const char ch : s) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-        out += static_cast<char>(c);
-      } else {
-        static constexpr char kHex[] = "0123456789abcdef";
-        out += "\\x";
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-      }
-    }
-    return out + "\"";
-  }
+  static std::string show(const std::string& s) { return show_bytes(s); }
   template <class T>
   static std::string show(const std::vector<T>& s) {
     std::string out = "{";

@@ -10,17 +10,9 @@
 // feeds every corpus file to LLVMFuzzerTestOneInput (an ordinary ctest test).
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <string>
 
 #include "fuzz/radix_tree_driver.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string failure = kvfuzz::run_radix_tree(data, size);
-  if (!failure.empty()) {
-    std::fprintf(stderr, "%s\n", failure.c_str());
-    std::abort();
-  }
-  return 0;
+  return kvfuzz::abort_on_failure(kvfuzz::run_radix_tree(data, size));
 }

@@ -3,6 +3,8 @@
 #include "kvroute/policies/least_prefill.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -151,6 +153,37 @@ TEST_CASE("least_prefill: feedback corrects the tree and the queued work", "[lea
   CHECK(g.tokens() == 100);
   // A decision without a worker is ignored.
   CHECK(lp.report_cached(req, kvroute::Decision::none(Branch::kNoWorkers), 0).claims == 0);
+}
+
+TEST_CASE("least_prefill: predicted tokens saturate instead of overflowing", "[least_prefill]") {
+  // A tiny chars_per_token (valid: > 0) makes any text more tokens than an
+  // int64 holds; the prediction used to convert that double unchecked
+  // (undefined behaviour; INT64_MIN on x86, a negative queue).
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  Cluster c(1);
+  LeastPrefill lp({.chars_per_token = std::numeric_limits<double>::denorm_min()});
+  const std::string text = "abc";
+  const kvroute::RequestView req{.text = text};
+  const kvroute::Decision first = c.select(lp, req);
+  REQUIRE(first.claimed == 0);
+  CHECK(lp.predicted_tokens(req, first) == kMax);
+  // Both quotients overflow; what the claim leaves does not.
+  const kvroute::Decision held = c.select(lp, req);
+  REQUIRE(held.claimed == 3);
+  CHECK(lp.predicted_tokens(req, held) == 0);
+  kvroute::Decision part = held;
+  part.claimed = 2;
+  CHECK(lp.predicted_tokens(req, part) == kMax);
+  part.claimed = std::numeric_limits<std::uint64_t>::max();  // more than the text
+  CHECK(lp.predicted_tokens(req, part) == 0);
+  // A reported prompt size at the int64 limit rounds to 2^63 as a double.
+  LeastPrefill plain(opts());
+  CHECK(plain.predicted_tokens(req, first, kMax) == kMax);
+  CHECK(plain.predicted_tokens(req, held, kMax) == kMax);
+  // report_cached's guard update goes through the same conversion.
+  LoadGuard g = c.load.dispatch(first.worker->id, {.tokens = 1});
+  lp.report_cached(req, first, 0, -1, &g);
+  CHECK(g.tokens() == kMax);
 }
 
 TEST_CASE("least_prefill: looking at a worker does not refresh its claims", "[least_prefill]") {

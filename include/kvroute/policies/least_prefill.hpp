@@ -218,13 +218,20 @@ class LeastPrefill {
   }
 
   // The uncached tokens `d` predicts on its worker, for DispatchInfo.tokens:
-  // `prompt_tokens` minus the claimed characters in tokens, at least 0.
-  // `prompt_tokens` < 0 means "estimate from the text" (characters /
-  // chars_per_token).
+  // `prompt_tokens` minus the claimed characters in tokens, at least 0 and
+  // at most INT64_MAX (a tiny chars_per_token makes any text a vast number
+  // of tokens). `prompt_tokens` < 0 means "estimate from the text": the
+  // characters the claim leaves / chars_per_token.
   std::int64_t predicted_tokens(const RequestView& r, const Decision& d,
                                 std::int64_t prompt_tokens = -1) const noexcept {
-    const double left = prompt_total(r, prompt_tokens) - static_cast<double>(d.claimed) / cpt_;
-    return left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left));
+    if (prompt_tokens >= 0) {
+      return whole_tokens(static_cast<double>(prompt_tokens) -
+                          static_cast<double>(d.claimed) / cpt_);
+    }
+    // The difference first: both quotients can overflow to infinity.
+    const std::uint64_t units = text_units(r.text);
+    return whole_tokens(static_cast<double>(units - std::min<std::uint64_t>(units, d.claimed)) /
+                        cpt_);
   }
 
   // Feedback for a request this policy routed: the server had
@@ -239,8 +246,8 @@ class LeastPrefill {
                             LoadGuard* guard = nullptr) noexcept {
     if (!decision) return {};
     if (guard != nullptr && guard->active()) {
-      const double left = prompt_total(request, prompt_tokens) - static_cast<double>(cached_tokens);
-      guard->set_tokens(left <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(left)));
+      guard->set_tokens(
+          whole_tokens(prompt_total(request, prompt_tokens) - static_cast<double>(cached_tokens)));
     }
     const double cpt = claim_chars_per_token(request.text, prompt_tokens, cpt_);
     if (decision.claimed == 0 ||
@@ -279,8 +286,17 @@ class LeastPrefill {
                : healthy.size();
   }
 
+  // Tokens left to prefill, rounded up: 0 for none (or NaN), saturated at
+  // INT64_MAX (a tiny chars_per_token can make a huge estimate).
+  static std::int64_t whole_tokens(double left) noexcept {
+    if (!(left > 0)) return 0;
+    // 2^63 is exact as a double; every double below it converts.
+    if (left >= 0x1p63) return std::numeric_limits<std::int64_t>::max();
+    return static_cast<std::int64_t>(std::ceil(left));
+  }
+
   // The prompt's tokens: `prompt_tokens`, or (< 0) its text's characters
-  // at chars_per_token.
+  // at chars_per_token (may be infinite).
   double prompt_total(const RequestView& r, std::int64_t prompt_tokens) const noexcept {
     return prompt_tokens >= 0 ? static_cast<double>(prompt_tokens)
                               : static_cast<double>(text_units(r.text)) / cpt_;
