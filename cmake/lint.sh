@@ -8,6 +8,9 @@
 #   cmake/lint.sh --fix         reformat every file in place (clang-format -i)
 #   cmake/lint.sh --format      check formatting only
 #   cmake/lint.sh --tidy        run clang-tidy only
+#   cmake/lint.sh --sizes       list the largest files under include/ and the
+#                               longest functions; fail on a file over 800
+#                               lines (functions over 80 fail clang-tidy)
 #
 # Environment: CLANG_FORMAT, CLANG_TIDY (default clang-format, clang-tidy),
 # LINT_CXXFLAGS (extra flags for the clang-tidy TU, e.g. -I for Abseil).
@@ -17,12 +20,14 @@ cd "$(dirname "$0")/.."
 mode=check
 run_format=1
 run_tidy=1
+run_sizes=1
 for arg in "$@"; do
   case "$arg" in
-    --fix) mode=fix; run_tidy=0 ;;
-    --format) run_tidy=0 ;;
-    --tidy) run_format=0 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --fix) mode=fix; run_tidy=0; run_sizes=0 ;;
+    --format) run_tidy=0; run_sizes=0 ;;
+    --tidy) run_format=0; run_sizes=0 ;;
+    --sizes) run_format=0; run_tidy=0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "lint: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -65,5 +70,34 @@ if [ "$run_tidy" = 1 ]; then
       -std=c++20 -Iinclude ${LINT_CXXFLAGS:-}; then
     status=1
   fi
+fi
+if [ "$run_sizes" = 1 ]; then
+  echo "lint: the largest files under include/ (at most 800 lines each)"
+  mapfile -t sized < <(find include -type f -name '*.hpp' -exec wc -l {} + | grep -v ' total$' |
+    sort -rn)
+  printf '  %s\n' "${sized[@]:0:5}"
+  for line in "${sized[@]}"; do
+    read -r lines file <<<"$line"
+    if [ "$lines" -gt 800 ]; then
+      echo "lint: $file has $lines lines (over 800): split it by idea" >&2
+      status=1
+    fi
+  done
+  echo "lint: the longest functions under include/ (at most 80 lines each)"
+  tmp_sizes=$(mktemp -d)
+  printf '#include <kvroute/kvroute.hpp>\n#include <kvroute/fmt.hpp>\n' > "$tmp_sizes/tu.cpp"
+  for h in include/kvroute/detail/*.hpp include/kvroute/detail/*/*.hpp; do
+    printf '#include <%s>\n' "${h#include/}" >> "$tmp_sizes/tu.cpp"
+  done
+  # A low threshold, only to report: clang-tidy's own run above fails at 80.
+  # shellcheck disable=SC2086
+  "$clang_tidy" --quiet --checks='-*,readability-function-size' \
+    --config="{CheckOptions: [{key: readability-function-size.LineThreshold, value: 50}], HeaderFilterRegex: 'include/kvroute/.*'}" \
+    "$tmp_sizes/tu.cpp" -- -std=c++20 -Iinclude ${LINT_CXXFLAGS:-} 2>/dev/null |
+    awk '/warning: function .* exceeds/ { fn = $0 }
+         /note: [0-9]+ lines including/ { n = $3; sub(/^.*function \x27/, "", fn);
+           sub(/\x27.*$/, "", fn); split($1, loc, ":"); print n, fn, loc[1] }' |
+    sort -u | sort -rn | head -n 8 | sed 's/^/  /'
+  rm -rf "$tmp_sizes"
 fi
 exit "$status"

@@ -46,6 +46,7 @@
 #ifndef KVROUTE_POLICY_CONFIG_HPP_
 #define KVROUTE_POLICY_CONFIG_HPP_
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -312,6 +313,62 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
 
 }  // namespace detail
 
+namespace detail {
+
+// Every flag parse_policy_flags reads, without its "--" (and "router-").
+inline constexpr std::array<std::string_view, 16> kPolicyFlags = {
+    "policy",
+    "cache-threshold",
+    "balance-abs-threshold",
+    "balance-rel-threshold",
+    "eviction-interval",
+    "eviction-interval-secs",
+    "max-tree-size",
+    "max-idle-secs",
+    "assignment-mode",
+    "prefix-token-count",
+    "prefix-hash-load-factor",
+    "bucket-adjust-interval-secs",
+    "bounded-load-factor",
+    "queue-weight",
+    "chars-per-token",
+    "seed",
+};
+
+template <class T>
+absl::Status take(absl::StatusOr<T> parsed, T& out) {
+  if (!parsed.ok()) return parsed.status();
+  out = *parsed;
+  return absl::OkStatus();
+}
+
+// Sets the field of flag `name` (one of kPolicyFlags) from `v`; `flag` is
+// the flag as errors show it.
+inline absl::Status set_policy_flag(PolicyConfig& cfg, std::string_view name, std::string_view flag,
+                                    std::string_view v) {
+  if (name == "policy") return take(parse_policy_kind(v), cfg.policy);
+  if (name == "assignment-mode") return take(parse_assignment_mode(v), cfg.assignment_mode);
+  if (name == "cache-threshold") return parse_value(flag, v, cfg.cache_threshold);
+  if (name == "balance-abs-threshold") return parse_value(flag, v, cfg.balance_abs_threshold);
+  if (name == "balance-rel-threshold") return parse_value(flag, v, cfg.balance_rel_threshold);
+  if (name == "eviction-interval" || name == "eviction-interval-secs") {
+    return parse_value(flag, v, cfg.eviction_interval);
+  }
+  if (name == "max-tree-size") return parse_value(flag, v, cfg.max_tree_size);
+  if (name == "max-idle-secs") return parse_value(flag, v, cfg.max_idle);
+  if (name == "prefix-token-count") return parse_value(flag, v, cfg.prefix_token_count);
+  if (name == "prefix-hash-load-factor") return parse_value(flag, v, cfg.prefix_hash_load_factor);
+  if (name == "bucket-adjust-interval-secs") {
+    return parse_value(flag, v, cfg.bucket_adjust_interval);
+  }
+  if (name == "bounded-load-factor") return parse_value(flag, v, cfg.bounded_load_factor);
+  if (name == "queue-weight") return parse_value(flag, v, cfg.queue_weight);
+  if (name == "chars-per-token") return parse_value(flag, v, cfg.chars_per_token);
+  return parse_value(flag, v, cfg.seed);  // "seed"
+}
+
+}  // namespace detail
+
 // Parses policy flags from `args` (no program name). Flags this parser does
 // not know are appended to `*unparsed` (with their value when given as
 // `--flag=value`; a following separate value cannot be attributed and is
@@ -323,12 +380,12 @@ inline absl::StatusOr<PolicyConfig> parse_policy_flags(
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
-      if (unparsed != nullptr) {
-        unparsed->emplace_back(arg);
-        continue;
+      if (unparsed == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i, ": ", detail::quoted(arg), " is not a --flag"));
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat("argument ", i, ": ", detail::quoted(arg), " is not a --flag"));
+      unparsed->emplace_back(arg);
+      continue;
     }
     std::string_view name = arg.substr(2);
     std::optional<std::string_view> inline_value;
@@ -340,76 +397,19 @@ inline absl::StatusOr<PolicyConfig> parse_policy_flags(
     // As errors show it: an unknown flag's name may hold any bytes.
     const std::string flag =
         absl::StrCat("--", absl::CHexEscape(absl::string_view(name.data(), name.size())));
-
-    // Returns the flag's value: inline, or the next argument.
-    auto value = [&](std::string_view& out) -> absl::Status {
-      if (inline_value) {
-        out = *inline_value;
-        return absl::OkStatus();
-      }
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(flag, ": missing value"));
-      }
-      out = args[++i];
-      return absl::OkStatus();
-    };
-    std::string_view v;
-    absl::Status s;
-    auto number = [&](auto& field) {
-      s = value(v);
-      if (s.ok()) s = detail::parse_value(flag, v, field);
-    };
-    if (name == "policy") {
-      s = value(v);
-      if (s.ok()) {
-        auto k = parse_policy_kind(v);
-        if (k.ok())
-          cfg.policy = *k;
-        else
-          s = k.status();
-      }
-    } else if (name == "cache-threshold") {
-      number(cfg.cache_threshold);
-    } else if (name == "balance-abs-threshold") {
-      number(cfg.balance_abs_threshold);
-    } else if (name == "balance-rel-threshold") {
-      number(cfg.balance_rel_threshold);
-    } else if (name == "eviction-interval" || name == "eviction-interval-secs") {
-      number(cfg.eviction_interval);
-    } else if (name == "max-tree-size") {
-      number(cfg.max_tree_size);
-    } else if (name == "max-idle-secs") {
-      number(cfg.max_idle);
-    } else if (name == "assignment-mode") {
-      s = value(v);
-      if (s.ok()) {
-        auto m = parse_assignment_mode(v);
-        if (m.ok())
-          cfg.assignment_mode = *m;
-        else
-          s = m.status();
-      }
-    } else if (name == "prefix-token-count") {
-      number(cfg.prefix_token_count);
-    } else if (name == "prefix-hash-load-factor") {
-      number(cfg.prefix_hash_load_factor);
-    } else if (name == "bucket-adjust-interval-secs") {
-      number(cfg.bucket_adjust_interval);
-    } else if (name == "bounded-load-factor") {
-      number(cfg.bounded_load_factor);
-    } else if (name == "queue-weight") {
-      number(cfg.queue_weight);
-    } else if (name == "chars-per-token") {
-      number(cfg.chars_per_token);
-    } else if (name == "seed") {
-      number(cfg.seed);
-    } else if (unparsed != nullptr) {
+    if (std::find(detail::kPolicyFlags.begin(), detail::kPolicyFlags.end(), name) ==
+        detail::kPolicyFlags.end()) {
+      if (unparsed == nullptr)
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": unknown flag"));
       unparsed->emplace_back(arg);
       continue;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": unknown flag"));
     }
-    if (!s.ok()) return s;
+    // The value: inline, or the next argument.
+    if (!inline_value && i + 1 >= args.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": missing value"));
+    }
+    const std::string_view v = inline_value ? *inline_value : args[++i];
+    if (absl::Status s = detail::set_policy_flag(cfg, name, flag, v); !s.ok()) return s;
   }
   if (absl::Status s = cfg.validate(); !s.ok()) return s;
   return cfg;
