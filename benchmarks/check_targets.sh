@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_targets.sh: measures ApproxRadixTree against the tree's targets
-# (benchmarks/README.md, "Results against the targets") on this machine, in
+# (benchmarks/README.md, "The tree's targets") on this machine, in
 # one command, and prints one table row per target with the figures it was
 # judged on.
 #
@@ -23,8 +23,7 @@
 #     vary between runs. Printed beside it, not judged: that of the
 #     two-thread replay below, which varies, because threads that drift
 #     apart let a conversation's next turn reach the tree before the turn
-#     it extends, and the splits this makes leave dead bytes in buffers
-#     (benchmarks/README.md, "Threads out of step").
+#     it extends, and the splits this makes leave dead bytes in buffers.
 #   * Eviction every 100 requests (< 20% of throughput lost): chat 20k
 #     with --evict-every 100 --max-size 1000000 and branchy 20k with
 #     --max-size 50000, N processes each, interleaved with the runs above;

@@ -235,8 +235,8 @@ BENCHMARK(BM_Reference_CompareExchange);
 // threads' iterations) is one handoff: the line moving from one core to the
 // other, then written. About what a thread pays to read or write a node,
 // claim or lock word the other core has just written, which is where two
-// threads on one tree lose most (benchmarks/README.md, "A stamp moves
-// runs"). Both threads run the same number of iterations, and each run
+// threads on one tree lose most (docs/benchmarks.md). Both threads run the
+// same number of iterations, and each run
 // adds an even count, so thread 0 always starts.
 void BM_Reference_LineHandoff(benchmark::State& state) {
   alignas(128) static std::atomic<std::uint64_t> turn{0};

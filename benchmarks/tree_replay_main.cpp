@@ -134,8 +134,7 @@
 // fails), reads_one_seconds_median, reads_threads_seconds_median,
 // reads_scaling_best and reads_scaling_median: how far T threads scale
 // the reading part of the replay's work on this machine, a reference for
-// the replay's own scaling (benchmarks/README.md, "Two threads on a
-// machine with a 2 MB L2").
+// the replay's own scaling.
 //
 // Defaults: --workers 8, no eviction, --threads 1, --window 0 (free),
 // no --scaling or --reads rounds. Errors (bad arguments, an

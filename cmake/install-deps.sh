@@ -1,13 +1,39 @@
 #!/bin/sh
-# Installs the Debian 12 packages kvroute's build, tests, benchmarks and
-# examples need, skipping those already present. Safe to run repeatedly.
+# Installs the Debian 12 packages kvroute needs, skipping those already
+# present. Safe to run repeatedly.
+#
+#   sh cmake/install-deps.sh        what the README's two commands need: the
+#                                   library, its tests and the examples
+#   sh cmake/install-deps.sh --ci   also what the other CI legs and the
+#                                   benchmarks need
+#
+# Why each package:
+#   g++ cmake ninja-build pkg-config        the build
+#   libabsl-dev                             the library's one dependency
+#   libfmt-dev catch2                       the tests and examples
+#   nlohmann-json3-dev                      JSON in the simulator and the HTTP router
+#   zlib1g-dev                              gzip traces in the simulator
+#   libcpp-httplib-dev                      the HTTP router example
+# With --ci:
+#   clang clang-format clang-tidy           the clang leg, the fuzz preset, lint
+#   libclang-rt-14-dev                      the sanitizer and libFuzzer runtimes
+#   libbenchmark-dev                        the bench preset (Google Benchmark)
+#   prometheus                              promtool, which checks the metrics
+#                                           exposition. Debian ships it only
+#                                           with the Prometheus server, whose
+#                                           service the package enables: this
+#                                           script disables it again where
+#                                           systemd runs.
 set -eu
 
-# prometheus brings promtool, which checks the rendered metrics; libcpp-httplib-dev
-# and nlohmann-json3-dev serve the HTTP router example (and zlib1g-dev the
-# simulator's gzip input); clang, clang-format, clang-tidy and
-# libclang-rt-14-dev serve the clang, fuzz and lint legs.
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus zlib1g-dev clang clang-format clang-tidy libclang-rt-14-dev"
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libcpp-httplib-dev"
+ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus"
+
+case "${1:-}" in
+  "") ;;
+  --ci) packages="$packages $ci_packages" ;;
+  *) echo "install-deps: unknown option '$1' (usage: sh cmake/install-deps.sh [--ci])" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $packages; do
@@ -21,4 +47,11 @@ if [ -n "$missing" ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+  case "$missing" in
+    *prometheus*)
+      if command -v systemctl > /dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        $sudo systemctl disable --now prometheus > /dev/null 2>&1 || true
+      fi
+      ;;
+  esac
 fi

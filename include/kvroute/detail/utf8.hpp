@@ -91,8 +91,7 @@ inline std::size_t ascii_prefix_words(const char* p, std::size_t n) noexcept {
 
 // The length of the longest all-ASCII prefix of p[0, n). Where SSE2 is
 // there (every x86-64), 64 bytes a step and the first high bit found by its
-// byte mask: the counting of every request's new text runs through here
-// (benchmarks/README.md, "Counting characters").
+// byte mask: the counting of every request's new text runs through here.
 inline std::size_t ascii_prefix(const char* p, std::size_t n) noexcept {
 #if defined(__SSE2__)
   std::size_t i = 0;

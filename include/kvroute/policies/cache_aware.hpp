@@ -100,9 +100,10 @@ KVROUTE_NAMESPACE_BEGIN
 class CacheAware {
  public:
   // How the matched worker is chosen among the tenants of the deepest
-  // matched node. kLeastLoaded, the default, measured as good or better in
-  // kvroute_sim (the same hit rates; 3-6% lower mean TTFT under load:
-  // examples/sim/README.md, "cache_aware's tenant rule").
+  // matched node. Every tenant there holds the matched prefix, so the rule
+  // decides only where the request queues: kLeastLoaded, the default, puts
+  // it behind the least work (the gateway takes the node's first creator,
+  // which may be overloaded or long evicted).
   enum class TenantRule : std::uint8_t {
     kLeastLoaded,  // least in flight, then most recent, then lowest id
     kMostRecent,   // most recently used, then lowest id
@@ -127,25 +128,21 @@ class CacheAware {
     // report_cached drops the worker's claims as old as the missing entry,
     // or older, except those fewer than this many stamps (routed requests
     // of the model) older than it. 0: the exact cut (to a recency step:
-    // see recency_shift). With exact recency, 64-128 raised
-    // cache_aware_feedback's hit rate by about 0.02 on Claude Code sessions
-    // in kvroute_sim, 3 seeds, and changed nothing measurable on the
-    // conversation trace (examples/sim/README.md).
+    // see recency_shift). A server's LRU and the tree's are not the same
+    // order (a server sees blocks, the tree whole paths), so claims only a
+    // little older than the missing entry may still be cached.
     std::uint64_t feedback_slack_stamps = 0;
     // The trees' recency resolution, 2^recency_shift stamps a step
     // (ApproxRadixTree::Options::recency_shift; 0 is exact recency). At the
     // default 6 a request writes only the claims on its path that are not
     // yet in the current step, so the claims many requests share (a system
     // prompt, an agent's trunk) are written once per 64 requests instead of
-    // by every request: 13 claims written per request instead of 33 on
-    // agent-like text, and two threads replaying chat 10-14% faster
-    // (benchmarks/README.md, "Recency steps"). The price is ties within a
-    // step for the most-recent tie-break, and eviction that is exact LRU
-    // only between steps. report_cached keeps the missing entry's whole
-    // step (it holds claims newer than the entry), a slack of up to one
-    // step. In kvroute_sim (examples/sim/README.md) cache_aware routed the
-    // same at 6 as at 0, and cache_aware_feedback gained 0.010-0.032 of hit
-    // rate on Claude Code sessions (3 seeds).
+    // by every request, and two threads serving one tenant do not take
+    // those claims' lines from each other (docs/benchmarks.md has the
+    // figures). The price is ties within a step for the most-recent
+    // tie-break, and eviction that is exact LRU only between steps.
+    // report_cached keeps the missing entry's whole step (it holds claims
+    // newer than the entry), a slack of up to one step.
     unsigned recency_shift = 6;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();

@@ -9,8 +9,8 @@
 //
 //   * Threads. With glibc's malloc, two threads that insert and evict in one
 //     tree free each other's fragments, and a free into another thread's
-//     malloc arena takes that arena's lock: with eviction every 100
-//     requests, two threads ran chat 100k at 0.96-1.35x one thread. Here each thread
+//     malloc arena takes that arena's lock, which two threads evicting
+//     often then wait for more than they work. Here each thread
 //     allocates from the shard of its thread_ordinal() (one spin lock per
 //     shard, uncontended unless more threads than shards), and a free takes
 //     the owning shard's lock for a few dozen instructions.
@@ -20,9 +20,8 @@
 //     pages asked for, a 2 MB region is 2 MB-aligned and advised for
 //     transparent huge pages: one fault per region, and fewer TLB misses in
 //     a big tree. Off by default: where the system hands freed 2 MB blocks
-//     back to a hypervisor (free page reporting, as on the VM measured in
-//     benchmarks/README.md) every huge page is a fresh host allocation, and
-//     chat 100k ran slower with them.
+//     back to a hypervisor (free page reporting, common on VMs) every huge
+//     page is a fresh host allocation, which costs more than it saves.
 //
 // Inside a shard: a two-level segregated fit allocator (free lists by size
 // class, 16 classes per power of two, a bitmap per level: alloc and free are
@@ -323,16 +322,13 @@ class BlockArena {
   // write next are known: the shard keeps the part of its newest region
   // not yet touched, and a block that reaches into it prefaults the next
   // kPrefaultStep bytes with one madvise(MADV_POPULATE_WRITE) instead of a
-  // page fault per 4 KB page. On the VM of benchmarks/README.md ("Pages
-  // ahead") one-thread chat replays ran 10-14% faster; the step costs the
-  // request that takes it about 50 us (once per 128 KB of new tree), where
-  // populating a whole region at once would cost one request 1 ms. Where the
-  // call is missing (Linux before 5.14, other systems) the pages fault as
-  // before. The radix tree's inserts make the call after they have released
-  // their node locks (DeferPrefaults): on the VM of benchmarks/README.md
-  // ("Prefaults after the locks") two threads on chat 20k ran about 2%
-  // faster, one thread the same, and inserts waited for nodes the other
-  // thread held a tenth as long or less.
+  // page fault per 4 KB page: one system call where there were 32 faults.
+  // The step costs the request that takes it about 50 us (once per 128 KB
+  // of new tree), where populating a whole region at once would cost one
+  // request 1 ms. Where the call is missing (Linux before 5.14, other
+  // systems) the pages fault as before. The radix tree's inserts make the
+  // call after they have released their node locks (DeferPrefaults), so
+  // that no other thread waits for a node while the prefault runs.
   static constexpr std::size_t kPage = 4096;
   struct Prefault {
     char* from = nullptr;

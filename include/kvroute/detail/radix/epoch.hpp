@@ -8,9 +8,9 @@
 // the domain hands it back to its owner (a callback) only once every reader
 // that could still hold it has left. The radix tree's optimistic descent
 // rests on it: a match takes no lock on the nodes it passes (and so writes
-// nothing on them), so nothing it may be reading can be freed under it;
-// see radix_tree.hpp ("How") and benchmarks/README.md ("Two threads: what
-// this machine allows") for why.
+// nothing on them), so nothing it may be reading can be freed under it
+// (docs/tree-design.md: a read that writes a shared line makes two threads
+// reading the same top nodes take it from each other).
 //
 // How: a global epoch and a fixed number of slots, each on a cache line of
 // its own. A reader enters a section by claiming a free slot (a

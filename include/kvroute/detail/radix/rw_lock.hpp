@@ -73,11 +73,9 @@ inline void cpu_relax() noexcept {
 // the arena's prefault (tens of microseconds), and a futex sleep and
 // wake-up cost about as much again, more on a virtual machine, where the
 // sleeper's idle vCPU has to be woken. Timed by the clock, not counted in
-// pauses, whose length depends on the CPU: with 200 pauses, this budget
-// until 2026-12-04, waiters on one VM's Intel cores slept about ten times
-// a two-thread chat replay; with this spin two threads on chat ran 2-7%
-// faster there and the sleeps all but vanished (benchmarks/README.md,
-// "Waiters that spin by the clock"). Every SpinMutex spins the same: the
+// pauses, whose length depends on the CPU (a count that suits one CPU is
+// far shorter than a hold on another, and its waiters then sleep for
+// holds that a spin would have outlasted). Every SpinMutex spins the same: the
 // tenants' LRU locks, the slab's and the arena's shard locks and the
 // slab's growth lock (which some holders keep across a malloc or an
 // mmap), and the epoch domain's overflow lock.

@@ -19,10 +19,9 @@
 // upward and small blocks from its end downward, so that the two sizes meet
 // on at most one cache line per range: the tree's claims are written on every
 // stamp of their path, its nodes read by every descent through them, and with
-// the two on one line each stamp made the other core's next descent through
-// that node reload it (two threads on branchy 9-10% faster since they are
-// apart, one thread 1-7% slower: benchmarks/README.md, "Claims on lines of
-// their own"). What is left between the two ends when a large block no longer
+// the two on one line each stamp would make the other core's next descent
+// through that node reload it. What is left between the two ends when a
+// large block no longer
 // fits is cut into small blocks. A directory of chunk pointers doubles when
 // full; old directories are kept until the slab is destroyed too, so a reader
 // holding one never sees it freed (they add up to less than the current one).
