@@ -147,15 +147,41 @@ class LoadTracker {
     return g;
   }
 
-  // Requests in flight on `id` (0 for an id never dispatched to).
+  // Requests in flight on `id` (0 for an id never dispatched to): this
+  // tracker's own, plus what other routers report (set_remote).
   std::int64_t in_flight(WorkerId id) const noexcept {
+    const Slot* s = slot_for_read(id);
+    return s ? s->in_flight.load(std::memory_order_relaxed) +
+                   s->remote_in_flight.load(std::memory_order_relaxed)
+             : 0;
+  }
+  // Tokens carried by the requests in flight on `id`, this tracker's and
+  // other routers'.
+  std::int64_t in_flight_tokens(WorkerId id) const noexcept {
+    const Slot* s = slot_for_read(id);
+    return s ? s->tokens.load(std::memory_order_relaxed) +
+                   s->remote_tokens.load(std::memory_order_relaxed)
+             : 0;
+  }
+  // This tracker's own requests and tokens in flight on `id`, without other
+  // routers' (what a router reports to the others).
+  std::int64_t local_in_flight(WorkerId id) const noexcept {
     const Slot* s = slot_for_read(id);
     return s ? s->in_flight.load(std::memory_order_relaxed) : 0;
   }
-  // Tokens carried by the requests in flight on `id`.
-  std::int64_t in_flight_tokens(WorkerId id) const noexcept {
+  std::int64_t local_in_flight_tokens(WorkerId id) const noexcept {
     const Slot* s = slot_for_read(id);
     return s ? s->tokens.load(std::memory_order_relaxed) : 0;
+  }
+
+  // Sets what other routers have in flight on `id` (their sum; see
+  // sync/shared_load.hpp), which in_flight and in_flight_tokens add to this
+  // tracker's own. Negative values count as 0.
+  void set_remote(WorkerId id, std::int64_t in_flight, std::int64_t tokens) noexcept {
+    if (Slot* s = slot_for_write(id)) {
+      s->remote_in_flight.store(std::max<std::int64_t>(in_flight, 0), std::memory_order_relaxed);
+      s->remote_tokens.store(std::max<std::int64_t>(tokens, 0), std::memory_order_relaxed);
+    }
   }
   // Requests ever dispatched to `id`.
   std::uint64_t processed(WorkerId id) const noexcept {
@@ -232,6 +258,8 @@ class LoadTracker {
     std::atomic<std::uint64_t> processed{0};
     std::atomic<std::int64_t> active_keys{0};
     std::atomic<std::int64_t> reported{kReportUnknown};
+    std::atomic<std::int64_t> remote_in_flight{0};  // other routers' (set_remote)
+    std::atomic<std::int64_t> remote_tokens{0};
   };
 
   struct KeyShard {

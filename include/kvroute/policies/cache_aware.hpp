@@ -88,6 +88,7 @@
 #include "kvroute/detail/model_trees.hpp"
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
+#include "kvroute/detail/sync/hub.hpp"
 #include "kvroute/feedback.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/policy.hpp"
@@ -144,6 +145,9 @@ class CacheAware {
     // report_cached keeps the missing entry's whole step (it holds claims
     // newer than the entry), a slack of up to one step.
     unsigned recency_shift = 6;
+    // Chunk keys held, per model, of what other replicas placed and no
+    // request here has reached yet (sync/remote_index.hpp).
+    std::size_t max_remote_keys = std::size_t{1} << 20;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -158,7 +162,8 @@ class CacheAware {
                 .reactive_eviction = o.reactive_eviction,
                 .eviction_interval = o.eviction_interval,
                 .clock = o.clock,
-                .recency_shift = o.recency_shift}) {}
+                .recency_shift = o.recency_shift}),
+        hub_(o.max_remote_keys) {}
 
   CacheAware(const CacheAware&) = delete;
   CacheAware& operator=(const CacheAware&) = delete;
@@ -170,9 +175,15 @@ class CacheAware {
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
     ApproxRadixTree* tree = trees_.get_or_create(r.model);
+    sync::TextChunks chunks(r.text);  // computes nothing until asked
+    const bool syncing = tree != nullptr && hub_.active();
+    if (syncing) hub_.fold_remote(r.model, chunks, *tree);
 
     if (imbalanced(healthy, c)) {
-      return place(tree, r, least_loaded(healthy, c), Branch::kImbalanced);
+      const Worker* w = least_loaded(healthy, c);
+      Decision d = place(tree, r, w, Branch::kImbalanced);
+      if (syncing) hub_.emit_placed(r.model, w->url, chunks, 0);  // no match was made
+      return d;
     }
     if (tree == nullptr) {  // out of memory: route without affinity
       return Decision::pick(least_loaded(healthy, c), Branch::kCacheMiss);
@@ -198,6 +209,7 @@ class CacheAware {
       d.claimed = mi.match.matched;
       d.ticket = mi.match.previous_recency;
     }
+    if (syncing) hub_.emit_placed(r.model, chosen->url, chunks, mi.match.matched_symbols);
     return d;
   }
 
@@ -214,8 +226,15 @@ class CacheAware {
                             std::uint64_t cached_tokens, std::int64_t prompt_tokens = -1,
                             LoadGuard* /*guard*/ = nullptr) noexcept {
     if (!decision || decision.claimed == 0) return {};
-    return report_cached(request.model, decision.worker->id, decision.claimed, decision.ticket,
-                         cached_tokens, claim_chars_per_token(request.text, prompt_tokens, cpt_));
+    const double cpt = claim_chars_per_token(request.text, prompt_tokens, cpt_);
+    EvictResult e = report_cached(request.model, decision.worker->id, decision.claimed,
+                                  decision.ticket, cached_tokens, cpt);
+    if (e.claims > 0) {
+      hub_.emit_forgot(request.model, decision.worker->url, request.text,
+                       static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt),
+                       request.text.size());
+    }
+    return e;
   }
   // The same, for a host that kept only the decision's fields; the claim is
   // converted at `chars_per_token` (> 0; <= 0: Options::chars_per_token).
@@ -231,10 +250,36 @@ class CacheAware {
 
   // A worker left: forget it in every tree (and again on every sweep: a
   // selection still running on an older snapshot may insert for it).
-  void on_worker_removed(WorkerId id) noexcept { trees_.on_worker_removed(id); }
+  void on_worker_removed(WorkerId id) noexcept {
+    trees_.on_worker_removed(id);
+    hub_.emit_worker_gone(id);
+  }
 
   // Workers joined or left: every model they serve gets its tree now.
-  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept { trees_.create_for(snapshot); }
+  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept {
+    trees_.create_for(snapshot);
+    hub_.workers_changed(snapshot);
+  }
+
+  // Replicas (sync/change.hpp). Emits this policy's placements, feedback
+  // corrections and worker removals to `sink` (null: stop); the sink must
+  // outlive the policy or be unset first.
+  void set_state_sink(sync::StateSink* sink) noexcept { hub_.set_sink(sink); }
+  // Applies a change from another replica, naming workers by their URL in
+  // `snapshot` (the current one). Idempotent and order-free; never emits.
+  sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
+    return hub_.apply(change, snapshot, trees_);
+  }
+  // Folds into the model's tree what other replicas placed that `request`'s
+  // text reaches, without routing it (a selection does this first): for
+  // tools and tests that read the tree.
+  void fold_remote(const RequestView& request) noexcept {
+    ApproxRadixTree* tree = trees_.get_or_create(request.model);
+    sync::TextChunks chunks(request.text);
+    if (tree != nullptr) hub_.fold_remote(request.model, chunks, *tree);
+  }
+  // Chunk keys from other replicas not yet folded into a tree.
+  std::size_t remote_keys() const noexcept { return hub_.remote_keys(); }
 
   // Sweeps now: every tree to max_tree_size, and removed workers again.
   void maintain() noexcept { trees_.maintain(); }
@@ -317,6 +362,7 @@ class CacheAware {
   const double cpt_;
   detail::SharedRng rng_;
   detail::ModelTrees trees_;
+  detail::SyncHub hub_;
 };
 
 static_assert(Policy<CacheAware>);

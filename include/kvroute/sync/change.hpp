@@ -1,0 +1,104 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/sync/change.hpp
+// -----------------------------------------------------------------------------
+//
+// The state changes a tree policy (cache_aware, least_prefill) shares with
+// other router replicas, and `StateSink`, where it hands them over. Nothing
+// here sends anything: the host decides how changes travel (the Redis
+// transport, sync/redis/, is one way) and applies what comes from elsewhere
+// with the policy's apply_change().
+//
+//   * Placement: a worker was sent a text. The text travels as the keys of
+//     its 128-byte chunks (chunk_key.hpp), from chunk `first` on: the
+//     chunks before it were already in the sender's tree, so every replica
+//     that follows the same stream knows them already. `first` is the last
+//     chunk the sender already knew (so that a text sent again, to another
+//     worker, still names that worker for its deepest known chunk).
+//   * Forget: a worker's server reported that it no longer holds the chunks
+//     `first`.. of a text it was credited with (report_cached).
+//   * WorkerGone: a worker left a replica's fleet, or its cache was cleared:
+//     what is known of its cache is void everywhere.
+//
+// Workers are named by URL, never by WorkerId: ids are local to each
+// replica's WorkerSet. A change does not say which router made it, or that
+// a router made it at all: an adapter can turn an engine's KV events
+// (BlockStored, BlockRemoved, AllBlocksCleared) into Placement, Forget and
+// WorkerGone from a source of its own. `KeyScheme` leaves room for keys
+// that are not kvroute's text chunks (an engine's token-block hashes); a
+// receiver ignores schemes it does not know.
+//
+// Applying a change twice, or changes in another order, leaves the same
+// state: placements add holders, forgets and removals take them away,
+// nothing counts.
+//
+// Thread safety: values; a StateSink is called from any selecting thread.
+
+#ifndef KVROUTE_SYNC_CHANGE_HPP_
+#define KVROUTE_SYNC_CHANGE_HPP_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kvroute/config.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+namespace sync {
+
+enum class KeyScheme : std::uint8_t {
+  kTextChunks = 1,  // chunk_key.hpp: 128-byte chunks of the request text
+};
+
+// Chunks `first`, first + 1, ... of a text, for one worker of one model.
+struct Placement {
+  std::string model{};
+  std::string worker{};  // URL
+  std::uint32_t first = 0;
+  std::vector<std::uint64_t> keys{};
+  KeyScheme scheme = KeyScheme::kTextChunks;
+};
+
+struct Forget {
+  std::string model{};
+  std::string worker{};  // URL
+  std::uint32_t first = 0;
+  std::vector<std::uint64_t> keys{};
+  KeyScheme scheme = KeyScheme::kTextChunks;
+};
+
+// Every model.
+struct WorkerGone {
+  std::string worker{};  // URL
+};
+
+using Change = std::variant<Placement, Forget, WorkerGone>;
+
+// Where a policy hands its changes over (set_state_sink). Called on the
+// select_worker path and from report_cached: an implementation must not
+// block, throw, or grow without bound (sync::Outbox keeps a bounded buffer
+// and counts what it drops). The views are valid for the call only.
+class StateSink {
+ public:
+  virtual ~StateSink() = default;
+  virtual void placed(std::string_view model, std::string_view worker, std::uint32_t first,
+                      std::span<const std::uint64_t> keys) noexcept = 0;
+  virtual void forgot(std::string_view model, std::string_view worker, std::uint32_t first,
+                      std::span<const std::uint64_t> keys) noexcept = 0;
+  virtual void worker_gone(std::string_view worker) noexcept = 0;
+};
+
+// What applying a change did.
+enum class Applied : std::uint8_t {
+  kApplied,
+  kUnknownWorker,  // no worker with that URL here (for its model): ignored
+  kUnknownScheme,  // keys this build does not read: ignored
+  kOutOfMemory,    // part applied
+};
+
+}  // namespace sync
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_SYNC_CHANGE_HPP_

@@ -1,0 +1,284 @@
+// Router replicas that share their tree policies' state: placements made on
+// one replica reach the others' trees, through a fake transport that
+// delays, reorders, duplicates and drops (then resends) messages. Once
+// delivery quiesces every replica gives the same match for every text, to
+// within the bound sync/remote_index.hpp states: the longest match rounded
+// down to whole chunks, and the workers that hold that many chunks.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kvroute/kvroute.hpp"
+#include "kvroute/sync/outbox.hpp"
+#include "kvroute/sync/wire.hpp"
+#include "support/all_policies.hpp"
+
+namespace {
+
+using kvroute::sync::kChunkBytes;
+
+const std::vector<std::string> kUrls = {"http://w0:8000", "http://w1:8000", "http://w2:8000",
+                                        "http://w3:8000"};
+
+template <class P>
+typename P::Options replica_options(std::uint64_t seed) {
+  typename P::Options o;
+  o.seed = seed;
+  return o;
+}
+
+// One router replica: its own workers (added in its own order, so ids
+// differ between replicas), policy, load and outbox.
+template <class P>
+struct Replica {
+  std::string name;
+  kvroute::Router<P> router;
+  kvroute::sync::Outbox outbox;
+  std::uint64_t seq = 0;
+
+  Replica(std::string n, std::vector<std::string> urls, std::uint64_t seed)
+      : name(std::move(n)), router(replica_options<P>(seed)) {
+    for (const std::string& u : urls) REQUIRE(router.add_worker({.url = u}).ok());
+    router.policy().set_state_sink(&outbox);
+  }
+
+  std::string route(const std::string& text) {
+    auto s = router.select({.text = text});
+    REQUIRE(s);
+    return s.worker().url;
+  }
+
+  // What it emitted since the last call, as bytes on the wire.
+  std::string take_message() {
+    kvroute::sync::Batch b{.source = name, .seq = ++seq};
+    outbox.drain(b.changes);
+    return kvroute::sync::encode(b);
+  }
+
+  void deliver(const std::string& bytes) {
+    auto b = kvroute::sync::decode(bytes);
+    REQUIRE(b.ok());
+    const auto snap = router.workers().snapshot();
+    for (const auto& c : b->changes) {
+      CHECK(router.policy().apply_change(c, *snap) == kvroute::sync::Applied::kApplied);
+    }
+  }
+
+  // The match as the bound states it: whole chunks of the longest match,
+  // and the URLs of the workers that hold that many (none below a chunk).
+  std::pair<std::size_t, std::set<std::string>> match(const std::string& text) {
+    router.policy().fold_remote({.text = text});
+    std::map<kvroute::TenantId, std::size_t> bytes;
+    router.policy().tree("")->visit_path(
+        text, [&](const kvroute::RadixCandidates& holders, std::size_t matched) noexcept {
+          for (kvroute::RadixCandidate h : holders) bytes[h.tenant] = matched;
+        });
+    std::size_t best = 0;
+    for (auto [t, n] : bytes) best = std::max(best, n / kChunkBytes);
+    std::set<std::string> who;
+    const auto snap = router.workers().snapshot();
+    for (auto [t, n] : bytes) {
+      if (best > 0 && n / kChunkBytes == best) who.insert(snap->find({t})->url);
+    }
+    return {best, who};
+  }
+};
+
+// Sessions of growing texts over a few shared system prompts, ASCII (so
+// that code points and bytes agree).
+class Workload {
+ public:
+  explicit Workload(std::uint64_t seed) : rng_(seed) {
+    for (int i = 0; i < 3; ++i) prompts_.push_back(random_text(200 + 150 * i));
+  }
+  // The next request's text: a session's next turn, or a new session.
+  const std::string& next() {
+    if (sessions_.empty() || coin(0.25)) {
+      sessions_.push_back(prompts_[rng_() % prompts_.size()] + random_text(rng_() % 300));
+    } else {
+      std::string& s = sessions_[rng_() % sessions_.size()];
+      s += random_text(20 + rng_() % 400);
+    }
+    texts_.push_back(coin(0.5) ? sessions_.back() : sessions_[rng_() % sessions_.size()]);
+    return texts_.back();
+  }
+  const std::vector<std::string>& texts() const { return texts_; }
+  bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  std::mt19937_64& rng() { return rng_; }
+
+ private:
+  std::string random_text(std::size_t n) {
+    std::string s(n, ' ');
+    for (char& c : s) c = static_cast<char>('a' + rng_() % 26);
+    return s;
+  }
+  std::mt19937_64 rng_;
+  std::vector<std::string> prompts_;
+  std::vector<std::string> sessions_;
+  std::vector<std::string> texts_;
+};
+
+// Delivers each message to every other replica after a random delay, in
+// any order; some deliveries are duplicated, some dropped and sent again
+// later (at-least-once, as a stream read again after a reconnect is).
+template <class P>
+class FakeTransport {
+ public:
+  FakeTransport(std::vector<std::unique_ptr<Replica<P>>>& replicas, Workload& w)
+      : replicas_(replicas), w_(w) {}
+
+  void send(std::size_t from, std::string bytes, int now) {
+    for (std::size_t to = 0; to < replicas_.size(); ++to) {
+      if (to == from) continue;
+      schedule(to, bytes, now);
+      if (w_.coin(0.2)) schedule(to, bytes, now);  // duplicate
+    }
+  }
+  // Delivers what is due by `now` (everything when now < 0).
+  void tick(int now) {
+    std::vector<Pending> due;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (now < 0 || it->at <= now) {
+        due.push_back(std::move(*it));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::shuffle(due.begin(), due.end(), w_.rng());
+    for (Pending& p : due) {
+      if (now >= 0 && w_.coin(0.15)) {  // dropped: the sender tries again
+        schedule(p.to, std::move(p.bytes), now);
+        continue;
+      }
+      replicas_[p.to]->deliver(p.bytes);
+    }
+  }
+  bool idle() const { return pending_.empty(); }
+
+ private:
+  struct Pending {
+    int at;
+    std::size_t to;
+    std::string bytes;
+  };
+  void schedule(std::size_t to, std::string bytes, int now) {
+    pending_.push_back({now + 1 + static_cast<int>(w_.rng()() % 20), to, std::move(bytes)});
+  }
+  std::vector<std::unique_ptr<Replica<P>>>& replicas_;
+  Workload& w_;
+  std::vector<Pending> pending_;
+};
+
+template <class P>
+void check_replicas_converge(std::uint64_t seed) {
+  Workload w(seed);
+  std::vector<std::unique_ptr<Replica<P>>> replicas;
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::vector<std::string> urls = kUrls;
+    std::shuffle(urls.begin(), urls.end(), w.rng());
+    replicas.push_back(std::make_unique<Replica<P>>("r" + std::to_string(i), urls, seed + i));
+  }
+  FakeTransport<P> net(replicas, w);
+  for (int step = 0; step < 400; ++step) {
+    const std::size_t at = static_cast<std::size_t>(step) % replicas.size();  // round-robin front
+    replicas[at]->route(w.next());
+    net.send(at, replicas[at]->take_message(), step);
+    net.tick(step);
+  }
+  while (!net.idle()) net.tick(-1);
+
+  // Twice: a fold for one text may credit a prefix another text shares.
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& t : w.texts()) {
+      for (auto& r : replicas) r->match(t);
+    }
+  }
+  std::size_t shared = 0;
+  for (const std::string& t : w.texts()) {
+    const auto first = replicas[0]->match(t);
+    shared += first.first > 0;
+    for (std::size_t i = 1; i < replicas.size(); ++i) {
+      INFO("text of " << t.size() << " bytes, replica " << i);
+      const auto other = replicas[i]->match(t);
+      CHECK(other.first == first.first);
+      CHECK(other.second == first.second);
+    }
+  }
+  CHECK(shared > w.texts().size() / 2);  // the check compared real matches
+}
+
+}  // namespace
+
+TEST_CASE("replicas: a placement on one replica reaches the others", "[sync]") {
+  Replica<kvroute::CacheAware> a("a", kUrls, 1);
+  Replica<kvroute::CacheAware> b("b", {kUrls.rbegin(), kUrls.rend()}, 2);
+  const std::string chat = std::string(1000, 's') + " user: hello";
+  const std::string to = a.route(chat);
+  b.deliver(a.take_message());
+  CHECK(b.take_message().size() < 64);  // applying never emits
+
+  // Turn 2 of the chat comes to b: it routes where a sent turn 1.
+  auto s = b.router.select({.text = chat + " assistant: hi. user: and then?"});
+  REQUIRE(s);
+  CHECK(s.worker().url == to);
+  CHECK(s.decision.branch == kvroute::Branch::kCacheHit);
+  // It claims turn 1 to within one chunk.
+  CHECK(s.decision.claimed >= chat.size() / kChunkBytes * kChunkBytes);
+}
+
+TEST_CASE("replicas: bytes on the wire are a fraction of the text", "[sync]") {
+  Replica<kvroute::CacheAware> a("a", kUrls, 1);
+  std::string chat(4000, 'p');
+  std::size_t text_bytes = 0, wire_bytes = 0;
+  for (int turn = 0; turn < 20; ++turn) {
+    chat += " user turn " + std::to_string(turn) + std::string(300, 'u');
+    a.route(chat);
+    text_bytes += chat.size();
+    wire_bytes += a.take_message().size();
+  }
+  // Only the new chunks travel, 8 bytes per 128.
+  CHECK(wire_bytes * 8 < text_bytes);
+}
+
+TEST_CASE("replicas: changes for unknown workers or schemes are ignored", "[sync]") {
+  Replica<kvroute::CacheAware> a("a", kUrls, 1);
+  const auto snap = a.router.workers().snapshot();
+  kvroute::sync::Placement p{"", "http://elsewhere:1", 0, {1, 2}};
+  CHECK(a.router.policy().apply_change(p, *snap) == kvroute::sync::Applied::kUnknownWorker);
+  p.worker = kUrls[0];
+  p.scheme = static_cast<kvroute::sync::KeyScheme>(77);
+  CHECK(a.router.policy().apply_change(p, *snap) == kvroute::sync::Applied::kUnknownScheme);
+  CHECK(a.router.policy().remote_keys() == 0);
+}
+
+TEST_CASE("replicas: a removed worker is forgotten everywhere", "[sync]") {
+  Replica<kvroute::CacheAware> a("a", kUrls, 1);
+  Replica<kvroute::CacheAware> b("b", kUrls, 2);
+  const std::string t(2000, 'x');
+  const std::string to = a.route(t);
+  b.deliver(a.take_message());
+  CHECK(b.match(t).second == std::set<std::string>{to});
+
+  // a's server for `to` restarted: a removes it; b forgets its claims.
+  const auto id = a.router.workers().snapshot()->find_url(to)->id;
+  REQUIRE(a.router.remove_worker(id).ok());
+  b.deliver(a.take_message());
+  CHECK(b.match(t).first == 0);
+}
+
+TEST_CASE("replicas: cache_aware replicas converge through a lossy transport", "[sync]") {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    INFO("seed " << seed);
+    check_replicas_converge<kvroute::CacheAware>(seed);
+  }
+}

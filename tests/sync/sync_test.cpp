@@ -1,0 +1,191 @@
+// The pieces replicas share state with (include/kvroute/sync/): chunk keys,
+// the wire format, the outbox, the remote index, shared load, and two
+// policies that learn each other's placements.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kvroute/detail/sync/codec.hpp"
+#include "kvroute/kvroute.hpp"
+#include "kvroute/sync/chunk_key.hpp"
+#include "kvroute/sync/outbox.hpp"
+#include "kvroute/sync/remote_index.hpp"
+#include "kvroute/sync/shared_load.hpp"
+#include "kvroute/sync/wire.hpp"
+
+namespace {
+
+using kvroute::sync::Batch;
+using kvroute::sync::Change;
+using kvroute::sync::kChunkBytes;
+
+std::string text_of(std::size_t n, char seed) {
+  std::string s(n, ' ');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (seed + i * 7 + i / 13) % 26);
+  return s;
+}
+
+Batch sample_batch() {
+  Batch b{.source = "router-a", .seq = 42, .sent_ns = 123456789};
+  b.changes.push_back(kvroute::sync::Placement{"m", "http://w1:8000", 3, {1, 2, 0xFFFFFFFFFFFFFFFFull}});
+  b.changes.push_back(kvroute::sync::Forget{"", "http://w2:8000", 0, {7}});
+  b.changes.push_back(kvroute::sync::WorkerGone{"http://w3:8000"});
+  b.loads.push_back({"http://w1:8000", 5, 1200});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("sync: chunk keys are fixed, and depend on content and position", "[sync]") {
+  // Golden values: replicas on other machines and releases must agree, so
+  // a change here is a wire-format change (bump kWireVersion).
+  const std::string a(kChunkBytes, 'a');
+  std::string bytes;
+  for (int i = 0; i < 128; ++i) bytes.push_back(static_cast<char>(i));
+  CHECK(kvroute::sync::chunk_key(a, 0) == 0xaafbe9e5290894b3ull);
+  CHECK(kvroute::sync::chunk_key(a, 1) == 0x5db37a2bab39f1a5ull);
+  CHECK(kvroute::sync::chunk_key(bytes, 1000000) == 0xdd0900df19d40076ull);
+  CHECK(kvroute::detail::checksum64("kvroute") == 0x3ee4ac124fd3d331ull);
+  CHECK(kvroute::detail::checksum64("") == 0xa00ad3e25de1607cull);
+  std::string b = a;
+  b[100] = 'b';
+  CHECK(kvroute::sync::chunk_key(a, 0) != kvroute::sync::chunk_key(b, 0));
+
+  const std::string t = text_of(5 * kChunkBytes + 17, 1);
+  kvroute::sync::TextChunks chunks(t);
+  CHECK(chunks.size() == 5);
+  REQUIRE(chunks.compute_from(3));
+  CHECK(chunks.key(4) == kvroute::sync::chunk_key_at(t, 4));
+  REQUIRE(chunks.compute_from(0));
+  for (std::size_t i = 0; i < 5; ++i) CHECK(chunks.key(i) == kvroute::sync::chunk_key_at(t, i));
+  CHECK(chunks.keys_from(2).size() == 3);
+}
+
+TEST_CASE("sync: a batch round-trips through the wire format", "[sync]") {
+  const Batch b = sample_batch();
+  const std::string bytes = kvroute::sync::encode(b);
+  auto back = kvroute::sync::decode(bytes);
+  REQUIRE(back.ok());
+  CHECK(back->source == "router-a");
+  CHECK(back->seq == 42);
+  CHECK(back->sent_ns == 123456789);
+  REQUIRE(back->changes.size() == 3);
+  const auto& p = std::get<kvroute::sync::Placement>(back->changes[0]);
+  CHECK(p.model == "m");
+  CHECK(p.worker == "http://w1:8000");
+  CHECK(p.first == 3);
+  CHECK(p.keys == std::vector<std::uint64_t>{1, 2, 0xFFFFFFFFFFFFFFFFull});
+  CHECK(std::get<kvroute::sync::Forget>(back->changes[1]).keys == std::vector<std::uint64_t>{7});
+  CHECK(std::get<kvroute::sync::WorkerGone>(back->changes[2]).worker == "http://w3:8000");
+  REQUIRE(back->loads.size() == 1);
+  CHECK(back->loads[0].in_flight == 5);
+  CHECK(back->loads[0].tokens == 1200);
+}
+
+TEST_CASE("sync: a truncated, corrupt or foreign batch is an error", "[sync]") {
+  const std::string bytes = kvroute::sync::encode(sample_batch());
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    INFO("truncated to " << n);
+    CHECK_FALSE(kvroute::sync::decode(bytes.substr(0, n)).ok());
+  }
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    std::string bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x20);
+    INFO("byte " << i << " flipped");
+    CHECK_FALSE(kvroute::sync::decode(bad).ok());
+  }
+  auto foreign = kvroute::sync::decode("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE_FALSE(foreign.ok());
+  CHECK_THAT(std::string(foreign.status().message()), Catch::Contains("KVRS"));
+  std::string future = bytes;
+  future[4] = 9;
+  auto v = kvroute::sync::decode(future);
+  REQUIRE_FALSE(v.ok());
+  CHECK_THAT(std::string(v.status().message()), Catch::Contains("version 9"));
+  CHECK_FALSE(kvroute::sync::decode(bytes + "x").ok());
+}
+
+TEST_CASE("sync: the outbox is bounded and counts what it drops", "[sync]") {
+  kvroute::sync::Outbox out({.max_bytes = 1000});
+  const std::vector<std::uint64_t> keys(50, 1);  // 400 bytes of keys
+  out.placed("m", "http://w", 0, keys);
+  out.placed("m", "http://w", 0, keys);
+  out.placed("m", "http://w", 0, keys);  // over the bound
+  CHECK(out.accepted() == 2);
+  CHECK(out.dropped() == 1);
+  std::vector<Change> batch;
+  CHECK(out.drain(batch) == 2);
+  CHECK(batch.size() == 2);
+  out.worker_gone("http://w");  // room again
+  CHECK(out.drain(batch) == 1);
+  CHECK(batch.size() == 3);
+  CHECK(out.held_bytes() == 0);
+}
+
+TEST_CASE("sync: the remote index finds the deepest known chunk", "[sync]") {
+  const std::string t = text_of(6 * kChunkBytes, 2);
+  kvroute::sync::TextChunks all(t);
+  REQUIRE(all.compute_from(0));
+  kvroute::sync::RemoteIndex index;
+  REQUIRE(index.add(7, all.keys_from(0).subspan(0, 4)));  // chunks 0..3 on worker 7
+  REQUIRE(index.add(9, all.keys_from(2).subspan(0, 1)));  // chunk 2 on worker 9 too
+  CHECK(index.size() == 4);
+
+  kvroute::sync::TextChunks req(t);
+  kvroute::sync::RemoteIndex::Taken holders;
+  CHECK(index.take_deepest(req, 0, &holders) == 3);
+  CHECK(holders == kvroute::sync::RemoteIndex::Taken{7});
+  holders.clear();
+  CHECK(index.take_deepest(req, 0, &holders) == 2);
+  CHECK(holders == kvroute::sync::RemoteIndex::Taken{7, 9});
+  holders.clear();
+  CHECK(index.take_deepest(req, 2, &holders) == -1);  // below lo is not looked at
+
+  index.remove(7, all.keys_from(0).subspan(0, 1));
+  CHECK(index.take_deepest(req, 0, &holders) == 1);
+  index.remove_worker(7);
+  CHECK(index.empty());
+}
+
+TEST_CASE("sync: the remote index keeps at most max_keys keys", "[sync]") {
+  kvroute::sync::RemoteIndex index(100);
+  for (std::uint64_t k = 0; k < 1000; ++k) {
+    const std::uint64_t key = k * 0x9E3779B97F4A7C15ull;
+    REQUIRE(index.add(1, std::span<const std::uint64_t>(&key, 1)));
+    CHECK(index.size() <= 100);
+  }
+}
+
+TEST_CASE("sync: shared load adds live replicas' loads and expires silent ones", "[sync]") {
+  kvroute::ManualClock clock;
+  kvroute::Router<kvroute::RoundRobin> r;
+  const auto a = *r.add_worker({.url = "http://a"});
+  const auto b = *r.add_worker({.url = "http://b"});
+  auto guard = r.load().dispatch(a, {.tokens = 10});
+  kvroute::sync::SharedLoad shared({.ttl = std::chrono::seconds(5), .clock = &clock});
+  const std::vector<kvroute::sync::LoadEntry> from_x = {{"http://a", 3, 300}, {"http://b", 1, 0}};
+  const std::vector<kvroute::sync::LoadEntry> from_y = {{"http://a", 2, 50}};
+  shared.update("x", from_x);
+  clock.advance(std::chrono::seconds(3));
+  shared.update("y", from_y);
+  shared.apply(*r.workers().snapshot(), r.load());
+  CHECK(r.load().in_flight(a) == 1 + 3 + 2);
+  CHECK(r.load().in_flight_tokens(a) == 10 + 300 + 50);
+  CHECK(r.load().in_flight(b) == 1);
+  CHECK(r.load().local_in_flight(a) == 1);
+  const auto mine = kvroute::sync::local_loads(*r.workers().snapshot(), r.load());
+  REQUIRE(mine.size() == 2);
+  CHECK(mine[0].in_flight + mine[1].in_flight == 1);  // never others' load
+
+  clock.advance(std::chrono::seconds(3));  // x silent for 6 s
+  shared.apply(*r.workers().snapshot(), r.load());
+  CHECK(shared.sources() == 1);
+  CHECK(r.load().in_flight(a) == 1 + 2);
+  CHECK(r.load().in_flight(b) == 0);
+  shared.update("y", from_y);  // a report replaces, never adds
+  shared.apply(*r.workers().snapshot(), r.load());
+  CHECK(r.load().in_flight(a) == 1 + 2);
+}
