@@ -45,6 +45,7 @@
 #include "kvroute/policies/round_robin.hpp"
 #include "kvroute/policy.hpp"
 #include "kvroute/policy_config.hpp"
+#include "kvroute/sync/change.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 
@@ -86,6 +87,15 @@ class AnyPolicy {
     return impl_->predicted_tokens(request, decision, prompt_tokens);
   }
 
+  // Replicas (sync/change.hpp), for the policies that share state
+  // (CacheAware, LeastPrefill): the others emit nothing, and apply_change
+  // answers kNotShared. Never throw.
+  bool shares_state() const noexcept { return impl_->shares_state(); }
+  void set_state_sink(sync::StateSink* sink) noexcept { impl_->set_state_sink(sink); }
+  sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
+    return impl_->apply_change(change, snapshot);
+  }
+
   // The held policy if it is a `P`, else null (for policy-specific calls
   // such as RoundRobin::reset).
   template <class P>
@@ -109,6 +119,9 @@ class AnyPolicy {
                                       std::int64_t, LoadGuard*) noexcept = 0;
     virtual std::int64_t predicted_tokens(const RequestView&, const Decision&,
                                           std::int64_t) const noexcept = 0;
+    virtual bool shares_state() const noexcept = 0;
+    virtual void set_state_sink(sync::StateSink*) noexcept = 0;
+    virtual sync::Applied apply_change(const sync::Change&, const WorkerSnapshot&) noexcept = 0;
   };
 
   template <class P>
@@ -137,6 +150,18 @@ class AnyPolicy {
         return policy.predicted_tokens(r, d, prompt);
       } else {
         return 0;
+      }
+    }
+    static constexpr bool kShares = requires(P& p, sync::StateSink* s) { p.set_state_sink(s); };
+    bool shares_state() const noexcept override { return kShares; }
+    void set_state_sink(sync::StateSink* sink) noexcept override {
+      if constexpr (kShares) policy.set_state_sink(sink);
+    }
+    sync::Applied apply_change(const sync::Change& c, const WorkerSnapshot& s) noexcept override {
+      if constexpr (kShares) {
+        return policy.apply_change(c, s);
+      } else {
+        return sync::Applied::kNotShared;
       }
     }
     P policy;

@@ -282,3 +282,50 @@ TEST_CASE("replicas: cache_aware replicas converge through a lossy transport", "
     check_replicas_converge<kvroute::CacheAware>(seed);
   }
 }
+
+TEST_CASE("replicas: selections and deliveries run concurrently", "[sync]") {
+  // Under TSan this is the race check; here it also converges.
+  Workload w(7);
+  std::vector<std::unique_ptr<Replica<kvroute::CacheAware>>> replicas;
+  for (std::size_t i = 0; i < 3; ++i) {
+    replicas.push_back(std::make_unique<Replica<kvroute::CacheAware>>("r" + std::to_string(i),
+                                                                      kUrls, 10 + i));
+  }
+  std::vector<std::vector<std::string>> work(replicas.size());
+  for (int i = 0; i < 450; ++i) work[static_cast<std::size_t>(i) % work.size()].push_back(w.next());
+
+  std::atomic<int> running{static_cast<int>(replicas.size())};
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < replicas.size(); ++r) {
+    threads.emplace_back([&, r] {
+      for (const std::string& t : work[r]) (void)replicas[r]->router.select({.text = t});
+      running.fetch_sub(1);
+    });
+  }
+  // The transport: drains each outbox and delivers to the others, while
+  // the selections run.
+  std::vector<std::vector<kvroute::sync::Change>> mail(replicas.size());
+  auto pump = [&] {
+    for (std::size_t from = 0; from < replicas.size(); ++from) {
+      std::vector<kvroute::sync::Change> changes;
+      replicas[from]->outbox.drain(changes);
+      for (std::size_t to = 0; to < replicas.size(); ++to) {
+        if (to == from) continue;
+        const auto snap = replicas[to]->router.workers().snapshot();
+        for (const auto& c : changes) (void)replicas[to]->router.policy().apply_change(c, *snap);
+      }
+    }
+  };
+  while (running.load() > 0) pump();
+  for (auto& t : threads) t.join();
+  pump();
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& t : w.texts()) {
+      for (auto& r : replicas) r->match(t);
+    }
+  }
+  for (const std::string& t : w.texts()) {
+    const auto first = replicas[0]->match(t);
+    for (std::size_t i = 1; i < replicas.size(); ++i) CHECK(replicas[i]->match(t) == first);
+  }
+}

@@ -96,6 +96,7 @@ enum class Applied : std::uint8_t {
   kUnknownWorker,  // no worker with that URL here (for its model): ignored
   kUnknownScheme,  // keys this build does not read: ignored
   kOutOfMemory,    // part applied
+  kNotShared,      // this policy keeps no state to share (AnyPolicy)
 };
 
 }  // namespace sync
