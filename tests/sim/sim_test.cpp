@@ -248,6 +248,11 @@ TEST_CASE("sim: trace lines are parsed, and bad ones named by line", "[sim]") {
                         "\"hash_ids\": [1]}\n") ==
         "bad.jsonl:2: field \"timestamp\" is not a number");
   CHECK(error_of("{\"foo\": 1}\n").find("bad.jsonl:1:") == 0);
+  // Requests must come in time order.
+  CHECK(error_of(good + "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, "
+                        "\"hash_ids\": [1]}\n") ==
+        "bad.jsonl:2: timestamp 0.000 s is earlier than the previous request's 0.001 s "
+        "(requests must be in time order)");
 }
 
 TEST_CASE("sim: think_time is read when a line has it", "[sim]") {
@@ -296,5 +301,19 @@ TEST_CASE("sim: the JSON report has the documented fields", "[sim]") {
     CHECK(p.contains(k));
   }
   CHECK(p["branches"]["round_robin"] == 50);
-  CHECK(kvsim::svg(rep).find("<svg") == 0);
+  const std::string chart = kvsim::svg(rep);
+  CHECK(chart.find("<svg") == 0);
+  // The legend names every colour class and the ideal line.
+  const auto legend = chart.find("<g class=\"legend\">");
+  REQUIRE(legend != std::string::npos);
+  for (const char* label :
+       {"least_prefill", "cache_aware", "other kvroute policies", "references", "ideal hit rate"}) {
+    CHECK(chart.find(label, legend) != std::string::npos);
+  }
+  // The table's legend explains every column.
+  const std::string text = kvsim::table(rep);
+  for (const char* column :
+       {"hit:", "ttft_*:", "imbal:", "sel_us, sel_p99:", "rej:", "branches:"}) {
+    CHECK(text.find(column) != std::string::npos);
+  }
 }
