@@ -277,13 +277,15 @@ inline std::unique_ptr<SimRouter> make_least_prefill(const std::string& name, co
       cfg.lp_tree_scale > 0 ? static_cast<std::uint64_t>(static_cast<double>(cfg.cache_tokens) *
                                                          cpt * cfg.lp_tree_scale)
                             : LeastPrefill::Options{}.max_tree_size;
-  // least_prefill_fixed: the fixed weight of 0.4, for comparison.
+  // least_prefill_fixed: the fixed weight of 0.4 the adaptive rule replaced,
+  // for comparison. The others know the servers' pool, as a host can ask it.
   const bool fixed = name == "least_prefill_fixed";
   return std::make_unique<KvRouter<LeastPrefill>>(
       std::make_unique<LeastPrefill>(
           LeastPrefill::Options{.chars_per_token = cpt,
                                 .queue_weight = fixed ? 0.4 : cfg.lp_queue_weight,
                                 .max_tree_size = tree,
+                                .kv_capacity_tokens = fixed ? 0 : cfg.cache_tokens,
                                 .clock = &clock,
                                 .seed = cfg.seed}),
       cfg.servers, name, fb, cpt, clock);
