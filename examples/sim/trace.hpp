@@ -355,7 +355,7 @@ inline Trace generate(std::string_view gen, std::size_t n, double chars_per_toke
         s.turns_left = static_cast<int>(uni(1, 8));
       }
       live.push_back(std::move(s));
-      next_session_t += expo(agent ? 1.0 : 0.12);
+      next_session_t += expo(agent ? 1.0 : 0.02);
       continue;
     }
     Session& s = live[best];
