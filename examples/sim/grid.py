@@ -142,6 +142,20 @@ def targets(results):
     return "\n".join(out)
 
 
+def write_csv(results, path):
+    """One row per configuration and policy."""
+    with open(path, "w") as f:
+        f.write("trace,load,servers,cache,speed,cache_tokens,policy,hit_rate,ttft_mean_s,"
+                "ttft_p50_s,ttft_p99_s,rejected\n")
+        for r in results:
+            c = r["config"]
+            for p in r["policies"]:
+                f.write("%s,%s,%d,%s,%g,%d,%s,%.4f,%.4f,%.4f,%.4f,%d\n"
+                        % (c["trace"], c["load"], c["servers"], c["cache"], c["speed"],
+                           c["cache_tokens"], p["name"], p["hit_rate"], p["ttft_mean_s"],
+                           p["ttft_p50_s"], p["ttft_p99_s"], p.get("rejected", 0)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", required=True, help="the kvroute_sim binary")
@@ -151,6 +165,7 @@ def main():
     ap.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
     ap.add_argument("--out", help="folder for the per-configuration JSON (default: a temp dir)")
     ap.add_argument("--only", help="comma-separated trace names to run")
+    ap.add_argument("--csv", help="also write every configuration's results to this CSV file")
     ap.add_argument("--smoke", action="store_true", help="tiny grid on the built-in generator")
     ap.add_argument("--policies", help="kvroute_sim --policies (default: all, and "
                     "least_prefill_fixed)")
@@ -185,6 +200,8 @@ def main():
     print(table(results))
     print()
     print(targets(results))
+    if a.csv:
+        write_csv(results, a.csv)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@
 //   served, only when its uncached prompt tokens and its output tokens fit
 //   in the pool after evicting unpinned cache (least recently used first);
 //   otherwise it and everything behind it wait. An admitted request pins
-//   its cached prefix; its own blocks enter the cache, pinned, when its
-//   prefill ends.
+//   its cached prefix; its own blocks enter the cache, pinned, as its
+//   prefill computes them (whole blocks after each chunk, the rest when
+//   its prefill ends).
 // - Continuous batching with prefill first: every step is either one
 //   prefill batch of at most chunked_prefill_size new tokens (the oldest
 //   unfinished prefill continues first, then admitted requests in order;
