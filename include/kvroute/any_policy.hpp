@@ -193,9 +193,10 @@ inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
     case PolicyKind::kLeastPrefill:
       return AnyPolicy::make<LeastPrefill>(
           LeastPrefill::Options{.chars_per_token = cfg.chars_per_token,
-                                .queue_weight = cfg.queue_weight,
+                                .queue_weight = cfg.queue_weight.value_or(-1),
                                 .eviction_interval = cfg.eviction_interval,
                                 .max_tree_size = cfg.max_tree_size,
+                                .kv_capacity_tokens = cfg.kv_capacity_tokens,
                                 .clock = &clock,
                                 .seed = cfg.seed});
   }

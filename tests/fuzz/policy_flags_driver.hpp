@@ -65,6 +65,7 @@ inline constexpr std::string_view kPolicyFlags[] = {"policy",
                                                     "bucket-adjust-interval-secs",
                                                     "bounded-load-factor",
                                                     "queue-weight",
+                                                    "kv-capacity-tokens",
                                                     "chars-per-token",
                                                     "seed"};
 
@@ -107,7 +108,8 @@ inline std::vector<std::string> render_flags(const kvroute::PolicyConfig& c) {
           "--prefix-hash-load-factor=" + num(c.prefix_hash_load_factor),
           "--bucket-adjust-interval-secs=" + num(c.bucket_adjust_interval.count()),
           "--bounded-load-factor=" + num(c.bounded_load_factor),
-          "--queue-weight=" + num(c.queue_weight),
+          "--queue-weight=" + (c.queue_weight ? num(*c.queue_weight) : std::string("adaptive")),
+          "--kv-capacity-tokens=" + num(c.kv_capacity_tokens),
           "--chars-per-token=" + num(c.chars_per_token),
           "--seed=" + num(c.seed)};
 }
@@ -122,6 +124,7 @@ inline bool same_config(const kvroute::PolicyConfig& a, const kvroute::PolicyCon
          a.prefix_hash_load_factor == b.prefix_hash_load_factor &&
          a.bucket_adjust_interval == b.bucket_adjust_interval &&
          a.bounded_load_factor == b.bounded_load_factor && a.queue_weight == b.queue_weight &&
+         a.kv_capacity_tokens == b.kv_capacity_tokens &&
          a.chars_per_token == b.chars_per_token && a.seed == b.seed;
 }
 
