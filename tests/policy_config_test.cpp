@@ -38,6 +38,7 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
   CHECK(cfg->bounded_load_factor == 0.0);
   CHECK(cfg->queue_weight == 0.4);
   CHECK(cfg->chars_per_token == 4.0);
+  CHECK(cfg->max_models == 0u);
   CHECK(PolicyConfig{}.Validate().ok());
 }
 
@@ -52,6 +53,7 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
                     "30",
                     "--max-tree-size",
                     "10000",
+                    "--max-models=7",
                     "--max-idle-secs=60",
                     "--assignment-mode",
                     "min_group",
@@ -72,6 +74,7 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
   CHECK(cfg->balance_rel_threshold == 1.1);
   CHECK(cfg->eviction_interval == std::chrono::seconds(30));
   CHECK(cfg->max_tree_size == 10000u);
+  CHECK(cfg->max_models == 7u);
   CHECK(cfg->max_idle == std::chrono::seconds(60));
   CHECK(cfg->assignment_mode == kvroute::AssignmentMode::kMinGroup);
   CHECK(cfg->prefix_token_count == 5u);

@@ -148,6 +148,7 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
                               .balance_rel_threshold = cfg.balance_rel_threshold,
                               .eviction_interval = cfg.eviction_interval,
                               .max_tree_size = cfg.max_tree_size,
+                              .max_models = cfg.max_models,
                               .clock = &clock,
                               .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
@@ -156,6 +157,7 @@ inline absl::StatusOr<AnyPolicy> MakePolicy(const PolicyConfig& cfg,
                                 .queue_weight = cfg.queue_weight,
                                 .eviction_interval = cfg.eviction_interval,
                                 .max_tree_size = cfg.max_tree_size,
+                                .max_models = cfg.max_models,
                                 .clock = &clock,
                                 .seed = cfg.seed});
   }

@@ -14,6 +14,7 @@
 //   --balance-rel-threshold         1.5         balance_rel_threshold  >= 1
 //   --eviction-interval             120         eviction_interval (s)  > 0
 //   --max-tree-size                 67108864    max_tree_size (chars)  > 0
+//   --max-models                    0 (no cap)  max_models
 //   --max-idle-secs                 14400       max_idle (s)
 //   --assignment-mode               random      assignment_mode
 //   --prefix-token-count            256         prefix_token_count     > 0
@@ -165,6 +166,10 @@ struct PolicyConfig {
   double balance_rel_threshold = 1.5;
   std::chrono::seconds eviction_interval{120};
   std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+  // cache_aware and least_prefill (kvroute's own): most model trees kept,
+  // the least recently used dropped beyond it; 0 keeps every model's tree,
+  // as the gateway does.
+  std::uint64_t max_models = 0;
 
   // manual.
   std::chrono::seconds max_idle{14400};
@@ -374,6 +379,8 @@ inline absl::StatusOr<PolicyConfig> ParsePolicyFlags(std::span<const std::string
       number(cfg.eviction_interval);
     } else if (name == "max-tree-size") {
       number(cfg.max_tree_size);
+    } else if (name == "max-models") {
+      number(cfg.max_models);
     } else if (name == "max-idle-secs") {
       number(cfg.max_idle);
     } else if (name == "assignment-mode") {

@@ -117,6 +117,9 @@ class LeastPrefill {
     // Characters per worker per tree. Ideally about the servers' cache size
     // in characters (tokens x chars_per_token); feedback corrects the rest.
     std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+    // Most model trees kept at once; creating one more drops the least
+    // recently used model's tree (that model starts afresh). 0: no limit.
+    std::uint64_t max_models = 0;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -131,7 +134,8 @@ class LeastPrefill {
         trees_({.max_tree_size = o.max_tree_size,
                 .reactive_eviction = true,
                 .eviction_interval = o.eviction_interval,
-                .clock = o.clock}) {}
+                .clock = o.clock,
+                .max_models = o.max_models}) {}
 
   LeastPrefill(const LeastPrefill&) = delete;
   LeastPrefill& operator=(const LeastPrefill&) = delete;
@@ -142,7 +146,8 @@ class LeastPrefill {
     const auto healthy = c.healthy();
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
-    ApproxRadixTree* tree = trees_.get_or_create(r.model);
+    const detail::TreeRef ref = trees_.get_or_create(r.model);
+    ApproxRadixTree* tree = ref.get();
     if (tree == nullptr) {  // out of memory: least queued work, no affinity
       return Decision::pick(detail::pick_min(
                                 healthy, [&c](const Worker& w) { return queued(c, w); }, rng_),
@@ -242,8 +247,8 @@ class LeastPrefill {
       guard->set_tokens(predicted_tokens(request, real, prompt_tokens));
     }
     if (decision.claimed == 0 || cached >= decision.claimed) return {};
-    ApproxRadixTree* tree = trees_.find(request.model);
-    if (tree == nullptr) return {};
+    const detail::TreeRef tree = trees_.find(request.model);
+    if (!tree) return {};
     return tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
   }
 
@@ -254,8 +259,17 @@ class LeastPrefill {
   // Sweeps now: every tree to max_tree_size, and removed workers again.
   void maintain() noexcept { trees_.maintain(); }
 
-  // The model's tree, or null before its first request.
-  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
+  // The model's tree, or null before its first request. With max_models the
+  // tree may be dropped while the pointer is held; a host that reads trees
+  // concurrently with routing uses shared_tree().
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model).get(); }
+  std::shared_ptr<ApproxRadixTree> shared_tree(std::string_view model) const noexcept {
+    return trees_.find_shared(model);
+  }
+  // The models that have a tree now (at most max_models when set).
+  std::vector<std::string> models() const { return trees_.models(); }
+  // Trees dropped so far to stay within max_models.
+  std::uint64_t dropped_models() const noexcept { return trees_.dropped(); }
   const Options& options() const noexcept { return opt_; }
 
  private:
