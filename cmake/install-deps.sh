@@ -3,11 +3,12 @@
 # examples need, skipping those already present. Safe to run repeatedly.
 set -eu
 
-# prometheus brings promtool, which checks the rendered metrics; libcpp-httplib-dev
-# and nlohmann-json3-dev serve the HTTP router example (and zlib1g-dev the
-# simulator's gzip input); clang, clang-format, clang-tidy and
-# libclang-rt-14-dev serve the clang, fuzz and lint legs.
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev prometheus zlib1g-dev clang clang-format clang-tidy libclang-rt-14-dev"
+# prometheus brings promtool, which checks the rendered metrics; libboost1.81-dev
+# (Boost.Beast/Asio, an established asynchronous HTTP stack) and
+# nlohmann-json3-dev serve the HTTP router example, wrk its overhead benchmark
+# (and zlib1g-dev the simulator's gzip input); clang, clang-format, clang-tidy
+# and libclang-rt-14-dev serve the clang, fuzz and lint legs.
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev libboost1.81-dev wrk prometheus zlib1g-dev clang clang-format clang-tidy libclang-rt-14-dev"
 
 missing=""
 for p in $packages; do
