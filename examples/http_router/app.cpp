@@ -146,6 +146,7 @@ int run_mock_worker(const Flags& f) {
   auto port = server.listen(f.host, f.port);
   if (!port.ok()) fail_start(std::string(port.status().message()));
   mock.set_port(*port);
+  mock.set_counters(&server.counters());
   // A mock worker stops at once (a worker that dies), requests in flight
   // and all.
   Shutdown shutdown(io, {&server}, std::chrono::seconds(0), nullptr);

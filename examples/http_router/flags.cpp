@@ -58,6 +58,18 @@ std::function<absl::Status(Flags&, std::string_view)> real(std::string_view flag
   };
 }
 
+std::function<absl::Status(Flags&, std::string_view)> mock_int(std::string_view flag,
+                                                               int MockFlags::*f, int lo, int hi) {
+  return [=](Flags& fl, std::string_view v) {
+    int x = 0;
+    if (!absl::SimpleAtoi(absl::string_view(v.data(), v.size()), &x) || x < lo || x > hi) {
+      return bad(flag, v, absl::StrCat("is not an integer in [", lo, ", ", hi, "]"));
+    }
+    fl.mock.*f = x;
+    return absl::OkStatus();
+  };
+}
+
 std::function<absl::Status(Flags&, std::string_view)> on(bool Flags::*f) {
   return [=](Flags& fl, std::string_view) {
     fl.*f = true;
@@ -70,13 +82,15 @@ absl::Status mock_mode(Flags& f, std::string_view v);
 constexpr std::int64_t kDay = 86400;
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
-const std::vector<Spec>& specs() {
-  static const std::vector<Spec> table = {
+// Listening and threads.
+std::vector<Spec> server_specs() {
+  return {
       {"worker-urls", Kind::kList, "(required)", "worker URLs, http://host:port ...",
        [](Flags& f, std::string_view v) -> absl::Status {
          auto a = parse_worker_url(v);
-         if (!a.ok())
+         if (!a.ok()) {
            return absl::InvalidArgumentError(absl::StrCat("--worker-urls: ", a.status().message()));
+         }
          f.workers.push_back(*std::move(a));
          return absl::OkStatus();
        }},
@@ -96,6 +110,12 @@ const std::vector<Spec>& specs() {
        }},
       {"threads", Kind::kValue, "one per core", "I/O threads",
        integer("threads", &Flags::threads, 1, 256)},
+  };
+}
+
+// Limits on what clients send, and timeouts.
+std::vector<Spec> limit_specs() {
+  return {
       {"max-payload-size", Kind::kValue, "536870912", "largest request body in bytes (413 beyond)",
        integer("max-payload-size", &Flags::max_payload_size, 1,
                std::numeric_limits<std::int64_t>::max())},
@@ -116,6 +136,12 @@ const std::vector<Spec>& specs() {
        integer("write-timeout-secs", &Flags::write_timeout_secs, 1, kDay)},
       {"request-timeout-secs", Kind::kValue, "1800", "a request's whole time at the workers (504)",
        integer("request-timeout-secs", &Flags::request_timeout_secs, 1, kDay)},
+  };
+}
+
+// Retries and circuit breakers (the gateway's).
+std::vector<Spec> retry_specs() {
+  return {
       {"retry-max-retries", Kind::kValue, "5", "attempts in total, the first included",
        integer("retry-max-retries", &Flags::retry_max_retries, 1, 100)},
       {"retry-initial-backoff-ms", Kind::kValue, "50", "delay before the second attempt",
@@ -138,6 +164,12 @@ const std::vector<Spec>& specs() {
        integer("cb-window-duration-secs", &Flags::cb_window_duration_secs, 1, kDay)},
       {"disable-circuit-breaker", Kind::kSwitch, "off", "never open a circuit",
        on(&Flags::disable_circuit_breaker)},
+  };
+}
+
+// Active health checks (the gateway's).
+std::vector<Spec> health_specs() {
+  return {
       {"health-failure-threshold", Kind::kValue, "3", "failed checks that mark a worker unhealthy",
        integer("health-failure-threshold", &Flags::health_failure_threshold, 1, 1000000)},
       {"health-success-threshold", Kind::kValue, "2", "passed checks that mark it healthy again",
@@ -157,6 +189,12 @@ const std::vector<Spec>& specs() {
        }},
       {"disable-health-check", Kind::kSwitch, "off", "no active health checks",
        on(&Flags::disable_health_check)},
+  };
+}
+
+// Operations.
+std::vector<Spec> operation_specs() {
+  return {
       {"api-key", Kind::kValue, "none", "required as 'Authorization: Bearer KEY' on /workers",
        [](Flags& f, std::string_view v) {
          f.api_key = std::string(v);
@@ -178,6 +216,12 @@ const std::vector<Spec>& specs() {
       {"shutdown-grace-secs", Kind::kValue, "30",
        "after SIGTERM, time in-flight requests get to finish",
        integer("shutdown-grace-secs", &Flags::shutdown_grace_secs, 0, kDay)},
+  };
+}
+
+// The mock worker, and test hooks.
+std::vector<Spec> mock_specs() {
+  return {
       {"mock-worker", Kind::kSwitch, "off", "run as a mock worker instead of a router",
        on(&Flags::mock_worker)},
       {"mock-cache-chars", Kind::kValue, "1048576", "mock worker: prefix cache budget (characters)",
@@ -192,23 +236,12 @@ const std::vector<Spec>& specs() {
       {"mock-mode", Kind::kValue, "ok",
        "mock worker: ok, error, reset, cut, malformed, unhealthy or hang", mock_mode},
       {"mock-chunks", Kind::kValue, "1", "mock worker: content chunks per streamed reply",
-       [](Flags& f, std::string_view v) -> absl::Status {
-         int x = 0;
-         if (!absl::SimpleAtoi(absl::string_view(v.data(), v.size()), &x) || x < 1 || x > 100000) {
-           return bad("mock-chunks", v, "is not an integer in [1, 100000]");
-         }
-         f.mock.chunks = x;
-         return absl::OkStatus();
-       }},
+       mock_int("mock-chunks", &MockFlags::chunks, 1, 100000)},
       {"mock-chunk-delay-ms", Kind::kValue, "0", "mock worker: pause before each streamed chunk",
-       [](Flags& f, std::string_view v) -> absl::Status {
-         int x = 0;
-         if (!absl::SimpleAtoi(absl::string_view(v.data(), v.size()), &x) || x < 0 || x > 600000) {
-           return bad("mock-chunk-delay-ms", v, "is not an integer in [0, 600000]");
-         }
-         f.mock.chunk_delay_ms = x;
-         return absl::OkStatus();
-       }},
+       mock_int("mock-chunk-delay-ms", &MockFlags::chunk_delay_ms, 0, 600000)},
+      {"mock-service-ms", Kind::kValue, "0",
+       "mock worker: time before each whole reply (a timer, not CPU)",
+       mock_int("mock-service-ms", &MockFlags::service_ms, 0, 600000)},
       {"mock-model", Kind::kValue, "mock-model", "mock worker: the model /v1/models lists",
        [](Flags& f, std::string_view v) {
          f.mock.model = std::string(v);
@@ -217,13 +250,25 @@ const std::vector<Spec>& specs() {
       {"test-metrics-delay-ms", Kind::kValue, "0", "tests only: each /metrics render sleeps this",
        integer("test-metrics-delay-ms", &Flags::test_metrics_delay_ms, 0, 600000)},
   };
+}
+
+const std::vector<Spec>& specs() {
+  static const std::vector<Spec> table = [] {
+    std::vector<Spec> all;
+    for (auto group :
+         {server_specs, limit_specs, retry_specs, health_specs, operation_specs, mock_specs}) {
+      for (Spec& s : group()) all.push_back(std::move(s));
+    }
+    return all;
+  }();
   return table;
 }
 
 absl::Status mock_mode(Flags& f, std::string_view v) {
   const std::optional<MockMode> mode = parse_mock_mode(v);
-  if (!mode)
+  if (!mode) {
     return bad("mock-mode", v, "is not ok, error, reset, cut, malformed, unhealthy or hang");
+  }
   f.mock.mode = *mode;
   return absl::OkStatus();
 }

@@ -51,6 +51,7 @@ struct MockFlags {
   MockMode mode = MockMode::kOk;
   int chunks = 1;          // content chunks in a streamed reply
   int chunk_delay_ms = 0;  // pause before each streamed chunk
+  int service_ms = 0;      // time before a whole (not streamed) reply, on a timer
   std::string model = "mock-model";
 };
 

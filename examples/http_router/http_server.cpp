@@ -8,7 +8,9 @@ namespace kvexample {
 
 HttpServer::HttpServer(IoThreads& io, Handler& handler, ServerLimits limits)
     : io_(io), handler_(handler), limits_(limits), acceptor_(io.context(0)), pause_(io.context(0)) {
-  for (unsigned i = 0; i < io.size(); ++i) sessions_.push_back(std::make_unique<SessionList>());
+  for (unsigned i = 0; i < io.size(); ++i) {
+    sessions_.push_back(std::make_unique<SessionList>(io.context(i)));
+  }
 }
 
 absl::StatusOr<std::uint16_t> HttpServer::listen(const std::string& host, int port) {
@@ -26,6 +28,9 @@ absl::StatusOr<std::uint16_t> HttpServer::listen(const std::string& host, int po
   }
   const std::uint16_t bound = acceptor_.local_endpoint().port();
   net::post(io_.context(0), [this] { accept(); });
+  for (unsigned i = 0; i < io_.size(); ++i) {
+    net::post(io_.context(i), [list = sessions_[i].get()] { list->start_sweeping(); });
+  }
   return bound;
 }
 

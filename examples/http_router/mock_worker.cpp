@@ -151,6 +151,7 @@ std::string MockWorker::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   const json j = {{"requests", requests_.load()},
                   {"cancelled", cancelled_->load()},
+                  {"connections", counters_ != nullptr ? counters_->accepted.load() : 0},
                   {"cache_chars", cache_.tenant_size(0)},
                   {"last_request_id", last_request_id_}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -212,7 +213,12 @@ void MockWorker::generate(const std::shared_ptr<Session>& s, const Request& req)
   Response res =
       text_reply(reply_body(path, u, mode == MockMode::kMalformed), "application/json", v);
   res.set("X-Mock-Saw-Request-Id", req["x-request-id"]);
-  s->reply(tagged(std::move(res)));
+  res = tagged(std::move(res));
+  if (flags_.service_ms <= 0) return s->reply(std::move(res));
+  auto timer = std::make_shared<net::steady_timer>(s->executor());
+  timer->expires_after(std::chrono::milliseconds(flags_.service_ms));
+  timer->async_wait(
+      [s, timer, res = std::move(res)](error_code) mutable { s->reply(std::move(res)); });
 }
 
 void MockWorker::stream(const std::shared_ptr<Session>& s, const std::string& path, Usage u) {

@@ -16,7 +16,9 @@
 // For the tests it can misbehave (--mock-mode, or POST /mock/mode with the
 // mode's name as the body; flags.hpp lists the modes) and tells what it saw
 // on GET /mock/stats: {"requests", "cancelled" (requests whose connection
-// closed before the reply ended), "cache_chars", "last_request_id"}.
+// closed before the reply ended), "connections" (ever accepted),
+// "cache_chars", "last_request_id"}. It exits at once on SIGTERM, requests
+// in flight and all (a worker that dies).
 //
 // Thread safety: the handler runs on every lane at once; its state is
 // atomics, a mutex-guarded string and the thread-safe tree.
@@ -40,6 +42,8 @@ class MockWorker : public Handler {
  public:
   explicit MockWorker(const MockFlags& flags);
   void set_port(std::uint16_t port) { port_ = std::to_string(port); }
+  // The server's counters, for /mock/stats ("connections": ever accepted).
+  void set_counters(const ServerCounters* c) { counters_ = c; }
   void handle(const std::shared_ptr<Session>& session, Request req) override;
 
  private:
@@ -58,6 +62,7 @@ class MockWorker : public Handler {
 
   const MockFlags flags_;
   std::string port_;
+  const ServerCounters* counters_ = nullptr;
   std::atomic<MockMode> mode_;
   kvroute::ApproxRadixTree cache_;
   std::atomic<std::uint64_t> requests_{0};

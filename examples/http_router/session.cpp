@@ -11,7 +11,9 @@
 namespace kvexample {
 namespace {
 
-constexpr std::size_t kFirstRead = 512;        // the idle read's buffer
+// The idle read's buffer: a typical request arrives in one read, and an
+// idle connection holds this much.
+constexpr std::size_t kFirstRead = 4096;
 constexpr std::size_t kLingerBytes = 1 << 20;  // read and dropped after a refusal
 constexpr auto kLingerTime = std::chrono::seconds(2);
 
@@ -35,6 +37,20 @@ bool is_disconnect(const error_code& ec) {
 
 }  // namespace
 
+void SessionList::start_sweeping() {
+  timer_.expires_after(kSweep);
+  timer_.async_wait([this](error_code ec) {
+    if (!ec) sweep();
+  });
+}
+
+void SessionList::sweep() {
+  const auto now = std::chrono::steady_clock::now();
+  const std::vector<Session*> all(sessions_.begin(), sessions_.end());
+  for (Session* s : all) s->tick(now);
+  start_sweeping();
+}
+
 void SessionList::drain_all() {
   draining_ = true;
   const std::vector<Session*> all(sessions_.begin(), sessions_.end());
@@ -43,8 +59,7 @@ void SessionList::drain_all() {
 
 Session::Session(tcp::socket socket, unsigned lane, Handler& handler, const ServerLimits& limits,
                  ServerCounters& counters, SessionList& list)
-    : stream_(std::move(socket)),
-      read_timer_(stream_.get_executor()),
+    : socket_(std::move(socket)),
       lane_(lane),
       handler_(handler),
       limits_(limits),
@@ -52,6 +67,7 @@ Session::Session(tcp::socket socket, unsigned lane, Handler& handler, const Serv
       list_(list),
       draining_(list.draining()) {
   counters_.connections.fetch_add(1, std::memory_order_relaxed);
+  counters_.accepted.fetch_add(1, std::memory_order_relaxed);
   list_.add(this);
 }
 
@@ -63,33 +79,41 @@ Session::~Session() {
 
 void Session::start() { await_request(); }
 
-void Session::arm_read_timer(std::chrono::seconds d) {
+void Session::set_deadline(std::chrono::steady_clock::duration d, bool for_read) {
+  deadline_ = std::chrono::steady_clock::now() + d;
+  deadline_for_read_ = for_read;
   timed_out_ = false;
-  const std::uint64_t gen = ++timer_generation_;
-  read_timer_.expires_after(d);
-  read_timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
-    if (ec || gen != self->timer_generation_ || self->state_ == State::kClosed) return;
-    self->timed_out_ = true;
-    error_code ignored;
-    self->stream_.socket().cancel(ignored);
-  });
 }
 
-// Disarms the read timer; true if it had fired (and cancelled the read).
+// Clears the read deadline; true if the sweep had cancelled the read.
 bool Session::read_timed_out(error_code ec) {
-  ++timer_generation_;
-  read_timer_.cancel();
+  clear_deadline();
   return timed_out_ && ec == net::error::operation_aborted;
+}
+
+void Session::tick(std::chrono::steady_clock::time_point now) {
+  if (state_ == State::kClosed) return;
+  if (now >= deadline_) {
+    clear_deadline();
+    if (!deadline_for_read_) return close();  // a client that does not read its reply
+    timed_out_ = true;
+    error_code ignored;
+    socket_.cancel(ignored);
+    return;
+  }
+  if (state_ == State::kHandling && in_request_ && !watch_started_ && !gone_) {
+    watch_started_ = true;
+    start_watch();
+  }
 }
 
 void Session::await_request() {
   if (draining_ || state_ == State::kClosed) return close();
   if (buffer_.size() > 0) return read_head();  // pipelined
   state_ = State::kIdle;
-  if (buffer_.capacity() > 4 * kFirstRead) buffer_.shrink_to_fit();
-  stream_.expires_never();
-  arm_read_timer(limits_.keep_alive);
-  stream_.async_read_some(
+  if (buffer_.capacity() > kFirstRead) buffer_.shrink_to_fit();
+  set_deadline(limits_.keep_alive, true);
+  socket_.async_read_some(
       buffer_.prepare(kFirstRead),
       [self = shared_from_this()](error_code ec, std::size_t n) { self->on_first_bytes(ec, n); });
 }
@@ -106,9 +130,9 @@ void Session::read_head() {
   parser_.emplace();
   parser_->header_limit(limits_.max_header_bytes);
   parser_->body_limit(limits_.max_body);
-  arm_read_timer(limits_.header_timeout);
+  set_deadline(limits_.header_timeout, true);
   http::async_read_header(
-      stream_, buffer_, *parser_,
+      socket_, buffer_, *parser_,
       [self = shared_from_this()](error_code ec, std::size_t) { self->on_head(ec); });
 }
 
@@ -120,6 +144,12 @@ void Session::on_head(error_code ec) {
                   fmt::format("the request head did not arrive within {} s (--header-timeout-secs)",
                               limits_.header_timeout.count()),
                   "header_timeout");
+  }
+  if (ec == http::error::body_limit) {  // a Content-Length over the limit
+    return reject(
+        http::status::payload_too_large,
+        fmt::format("the body is larger than {} bytes (--max-payload-size)", limits_.max_body),
+        "payload_too_large");
   }
   if (ec == http::error::header_limit) {
     return reject(http::status::request_header_fields_too_large,
@@ -139,8 +169,8 @@ void Session::on_head(error_code ec) {
   if (beast::iequals(req[http::field::expect], "100-continue")) {
     auto cont =
         std::make_shared<http::response<http::empty_body>>(http::status::continue_, req.version());
-    stream_.expires_after(limits_.write_timeout);
-    http::async_write(stream_, *cont,
+    set_deadline(limits_.write_timeout, false);
+    http::async_write(socket_, *cont,
                       [self = shared_from_this(), cont](error_code wec, std::size_t) {
                         if (wec) return self->close();
                         self->read_body();
@@ -151,7 +181,8 @@ void Session::on_head(error_code ec) {
 }
 
 // The limits a head can break once read: header count, control characters
-// in values, the announced body size.
+// in values. (Beast's parser refuses a Content-Length over the body limit as
+// it reads the head.)
 std::optional<Session::Refusal> Session::check_head() {
   const auto& req = parser_->get();
   std::size_t count = 0;
@@ -170,20 +201,13 @@ std::optional<Session::Refusal> Session::check_head() {
         fmt::format("more than {} header fields (--max-header-count)", limits_.max_header_count),
         "too_many_headers"};
   }
-  if (auto len = parser_->content_length(); len && *len > limits_.max_body) {
-    return Refusal{http::status::payload_too_large,
-                   fmt::format("a body of {} bytes is larger than {} (--max-payload-size)", *len,
-                               limits_.max_body),
-                   "payload_too_large"};
-  }
   return std::nullopt;
 }
 
 void Session::read_body() {
   state_ = State::kBody;
-  stream_.expires_never();
-  arm_read_timer(limits_.body_timeout);
-  http::async_read(stream_, buffer_, *parser_,
+  set_deadline(limits_.body_timeout, true);
+  http::async_read(socket_, buffer_, *parser_,
                    [self = shared_from_this()](error_code ec, std::size_t) { self->on_body(ec); });
 }
 
@@ -214,11 +238,11 @@ void Session::dispatch() {
   in_request_ = true;
   replied_ = false;
   gone_ = false;
+  watch_started_ = false;  // the next sweep starts it
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
   keep_alive_ = parser_->keep_alive();
   Request req = parser_->release();
   parser_.reset();
-  start_watch();
   try {
     handler_.handle(shared_from_this(), std::move(req));
   } catch (...) {
@@ -259,15 +283,16 @@ void Session::reply(Response res) {
 }
 
 void Session::write_reply(bool linger) {
-  stream_.expires_after(limits_.write_timeout);
+  set_deadline(limits_.write_timeout, false);
   const bool keep_alive = response_->keep_alive();
-  http::async_write(stream_, *response_,
+  http::async_write(socket_, *response_,
                     [self = shared_from_this(), keep_alive, linger](error_code ec, std::size_t) {
                       self->after_reply(ec, keep_alive, linger);
                     });
 }
 
 void Session::after_reply(error_code ec, bool keep_alive, bool linger) {
+  clear_deadline();
   response_.reset();
   finish_request();
   if (ec || state_ == State::kClosed) return close();
@@ -283,14 +308,16 @@ void Session::begin_stream(StreamHead head, std::string first, Done done) {
   }
   replied_ = true;
   head.version(version_);
-  head.chunked(true);
-  head.keep_alive(keep_alive_ && !draining_);
+  // HTTP/1.0 has no chunked encoding: the body then ends with the connection.
+  chunked_ = version_ >= 11;
+  head.chunked(chunked_);
+  head.keep_alive(chunked_ && keep_alive_ && !draining_);
   stream_head_ = std::make_shared<StreamHead>(std::move(head));
   serializer_ = std::make_shared<http::response_serializer<http::empty_body>>(*stream_head_);
   chunk_ = std::move(first);
-  stream_.expires_after(limits_.write_timeout);
+  set_deadline(limits_.write_timeout, false);
   http::async_write_header(
-      stream_, *serializer_,
+      socket_, *serializer_,
       [self = shared_from_this(), done = std::move(done)](error_code ec, std::size_t) mutable {
         if (ec) {
           self->client_hung_up();
@@ -312,15 +339,19 @@ void Session::write_chunk(std::string data, Done done) {
 }
 
 void Session::write_stream_piece(Done done) {
-  stream_.expires_after(limits_.write_timeout);
-  net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
-                   [self = shared_from_this(), done = std::move(done)](error_code ec, std::size_t) {
-                     if (ec) {
-                       self->client_hung_up();
-                       return done(false);
-                     }
-                     done(true);
-                   });
+  set_deadline(limits_.write_timeout, false);
+  auto after = [self = shared_from_this(), done = std::move(done)](error_code ec, std::size_t) {
+    if (ec) {
+      self->client_hung_up();
+      return done(false);
+    }
+    done(true);
+  };
+  if (chunked_) {
+    net::async_write(socket_, http::make_chunk(net::buffer(chunk_)), std::move(after));
+  } else {
+    net::async_write(socket_, net::buffer(chunk_), std::move(after));
+  }
 }
 
 void Session::end_stream(std::string last) {
@@ -331,7 +362,7 @@ void Session::end_stream(std::string last) {
     return close();
   }
   tail_ = std::move(last);
-  stream_.expires_after(limits_.write_timeout);
+  set_deadline(limits_.write_timeout, false);
   auto after = [self = shared_from_this()](error_code ec, std::size_t) {
     self->stop_watch();
     const bool keep_alive = self->stream_head_ && self->stream_head_->keep_alive();
@@ -340,11 +371,13 @@ void Session::end_stream(std::string last) {
     self->tail_.clear();
     self->after_reply(ec, keep_alive, false);
   };
-  if (tail_.empty()) {
-    net::async_write(stream_, http::make_chunk_last(), std::move(after));
+  if (!chunked_) {
+    net::async_write(socket_, net::buffer(tail_), std::move(after));
+  } else if (tail_.empty()) {
+    net::async_write(socket_, http::make_chunk_last(), std::move(after));
   } else {
     net::async_write(
-        stream_, beast::buffers_cat(http::make_chunk(net::buffer(tail_)), http::make_chunk_last()),
+        socket_, beast::buffers_cat(http::make_chunk(net::buffer(tail_)), http::make_chunk_last()),
         std::move(after));
   }
 }
@@ -364,9 +397,8 @@ void Session::finish_request() {
 void Session::start_watch() {
   watching_ = true;
   const std::uint64_t gen = ++watch_generation_;
-  stream_.socket().async_wait(
-      tcp::socket::wait_read,
-      [self = shared_from_this(), gen](error_code ec) { self->on_watch(ec, gen); });
+  socket_.async_wait(tcp::socket::wait_read,
+                     [self = shared_from_this(), gen](error_code ec) { self->on_watch(ec, gen); });
 }
 
 void Session::on_watch(error_code ec, std::uint64_t generation) {
@@ -374,7 +406,7 @@ void Session::on_watch(error_code ec, std::uint64_t generation) {
   if (ec == net::error::operation_aborted) return;
   if (!ec) {
     char c = 0;
-    const ssize_t n = ::recv(stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0) {  // the next (pipelined) request, not a hang-up: stop watching
       watching_ = false;
       return;
@@ -392,7 +424,7 @@ void Session::stop_watch() {
   watching_ = false;
   ++watch_generation_;
   error_code ignored;
-  stream_.socket().cancel(ignored);
+  socket_.cancel(ignored);
 }
 
 void Session::client_hung_up() {
@@ -414,11 +446,10 @@ void Session::close() {
   state_ = State::kClosed;
   watching_ = false;
   on_gone_ = nullptr;
-  ++timer_generation_;
-  read_timer_.cancel();
+  clear_deadline();
   error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
 }
 
 // After a refusal the request may be partly unread: stop sending, read and
@@ -426,12 +457,12 @@ void Session::close() {
 // reads the refusal instead of a connection reset.
 void Session::linger_close() {
   error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
   if (ec) return close();
   lingered_ = 0;
   buffer_.clear();
-  stream_.expires_after(kLingerTime);
-  stream_.async_read_some(
+  set_deadline(kLingerTime, true);
+  socket_.async_read_some(
       buffer_.prepare(4096),
       [self = shared_from_this()](error_code rec, std::size_t n) { self->on_linger(rec, n); });
 }
@@ -439,7 +470,7 @@ void Session::linger_close() {
 void Session::on_linger(error_code ec, std::size_t n) {
   lingered_ += n;
   if (ec || state_ == State::kClosed || lingered_ > kLingerBytes) return close();
-  stream_.async_read_some(
+  socket_.async_read_some(
       buffer_.prepare(4096),
       [self = shared_from_this()](error_code rec, std::size_t m) { self->on_linger(rec, m); });
 }

@@ -20,6 +20,14 @@
 // While the handler works on a request, the session watches the socket for
 // the client hanging up (a readable socket with nothing to read) and tells
 // the handler (on_client_gone), which can then cancel its upstream work.
+// The watch starts at the lane's next sweep (within kSweep), so a request
+// answered sooner never pays for it (arming it costs a system call).
+//
+// Deadlines are not timers: each session keeps one deadline, and a sweep of
+// the lane's sessions every kSweep enforces them (a read past its deadline
+// is cancelled, so that a 408 can still be written; a write past its
+// deadline closes the connection). A request thus arms no timer, and the
+// deadlines are kept to within kSweep.
 //
 // The handler replies exactly once per request: reply() with a whole
 // response, or begin_stream(), write_chunk()..., end_stream() for a chunked
@@ -59,6 +67,7 @@ struct ServerLimits {
 struct ServerCounters {
   std::atomic<std::int64_t> connections{0};  // open client connections
   std::atomic<std::int64_t> requests{0};     // requests being handled
+  std::atomic<std::uint64_t> accepted{0};    // connections ever accepted
 };
 
 class Session;
@@ -75,17 +84,26 @@ class Handler {
   virtual void rejected(std::string_view /*reason*/) noexcept {}
 };
 
-// The sessions of one lane, so that shutdown can reach them.
+// The sessions of one lane: swept every kSweep for their deadlines, and
+// reached by shutdown.
 class SessionList {
  public:
+  static constexpr std::chrono::milliseconds kSweep{100};
+
+  explicit SessionList(net::io_context& lane) : timer_(lane) {}
   void add(Session* s) { sessions_.insert(s); }
   void remove(Session* s) { sessions_.erase(s); }
+  // Starts the sweep (on the lane).
+  void start_sweeping();
   // Every session closes once idle (now, when it already is).
   void drain_all();
   bool draining() const noexcept { return draining_; }
 
  private:
+  void sweep();
+
   std::unordered_set<Session*> sessions_;
+  net::steady_timer timer_;
   bool draining_ = false;
 };
 
@@ -101,7 +119,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start();
   unsigned lane() const noexcept { return lane_; }
-  net::any_io_executor executor() { return stream_.get_executor(); }
+  net::any_io_executor executor() { return socket_.get_executor(); }
+  // The lane's sweep: enforces the deadline, starts the client watch.
+  void tick(std::chrono::steady_clock::time_point now);
 
   // A whole response; the session then reads the next request (or closes).
   void reply(Response res);
@@ -147,19 +167,18 @@ class Session : public std::enable_shared_from_this<Session> {
   void stop_watch();
   void client_hung_up();
 
-  // Reads are timed by read_timer_ (which cancels, so that a 408 can still
-  // be written); writes by the stream's own timer (which closes).
-  void arm_read_timer(std::chrono::seconds d);
+  void set_deadline(std::chrono::steady_clock::duration d, bool for_read);
+  void clear_deadline() { deadline_ = std::chrono::steady_clock::time_point::max(); }
   bool read_timed_out(error_code ec);
 
   void close();
   void linger_close();
   void on_linger(error_code ec, std::size_t n);
 
-  beast::tcp_stream stream_;
-  net::steady_timer read_timer_;
-  std::uint64_t timer_generation_ = 0;
-  bool timed_out_ = false;
+  tcp::socket socket_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  bool deadline_for_read_ = true;
+  bool timed_out_ = false;  // the sweep cancelled a read
   const unsigned lane_;
   Handler& handler_;
   const ServerLimits& limits_;
@@ -180,9 +199,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<StreamHead> stream_head_;
   std::shared_ptr<http::response_serializer<http::empty_body>> serializer_;
   std::string chunk_;
-  std::string tail_;  // end_stream's last data
+  std::string tail_;     // end_stream's last data
+  bool chunked_ = true;  // false for an HTTP/1.0 client
 
   // Client watch.
+  bool watch_started_ = false;  // for this request
   bool watching_ = false;
   std::uint64_t watch_generation_ = 0;
   std::function<void()> on_gone_;

@@ -383,6 +383,14 @@ long raise_open_file_limit() {
   return static_cast<long>(lim.rlim_cur);
 }
 
+std::string metrics_of(const Process& p) {
+  return HttpClient(p.metrics_port()).get("/metrics").body;
+}
+
+std::string mock_stats_text(const Process& p) {
+  return HttpClient(p.port()).get("/mock/stats").body;
+}
+
 std::string chat_body(const std::string& model, const std::string& content, bool stream) {
   const nlohmann::json j = {{"model", model},
                             {"messages", {{{"role", "user"}, {"content", content}}}},

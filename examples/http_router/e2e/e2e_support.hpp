@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -134,6 +135,22 @@ int count_lines(const std::string& text, const std::string& prefix);
 long rss_kb(pid_t pid);
 // Raises this process's open-file limit to its hard limit; returns it.
 long raise_open_file_limit();
+
+// GET /metrics of a router (on its metrics port), and GET /mock/stats of a
+// mock worker.
+std::string metrics_of(const Process& p);
+std::string mock_stats_text(const Process& p);
+
+// Polls f() every 20 ms until it holds or `timeout` passes; its last value.
+template <class F>
+bool eventually(F f, std::chrono::milliseconds timeout = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
 
 // A chat body in the OpenAI shape.
 std::string chat_body(const std::string& model, const std::string& content, bool stream = false);

@@ -19,6 +19,7 @@ using kve2e::mock;
 using kve2e::Process;
 using kve2e::router;
 using nlohmann::json;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -158,6 +159,20 @@ TEST_CASE("http_router: /metrics, streaming and /generate", "[http_router][e2e]"
   const auto g = cli.post("/generate", R"({"text": "hello there, general kenobi"})");
   CHECK(g.status == 200);
   CHECK(json::parse(g.body)["meta_info"].contains("cached_tokens"));
+  // An HTTP/1.0 client gets the stream without chunked encoding, ended by
+  // the connection's close.
+  const std::string sb = chat_turn(1, 0, true).dump();
+  const int fd = kve2e::raw_connect(r->port());
+  REQUIRE(fd >= 0);
+  kve2e::raw_send(fd,
+                  "POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                  "Content-Length: " +
+                      std::to_string(sb.size()) + "\r\n\r\n" + sb);
+  const std::string raw10 = kve2e::raw_read_all(fd, 5s);
+  close(fd);
+  CHECK(raw10.rfind("HTTP/1.0 200", 0) == 0);
+  CHECK_THAT(raw10, !Catch::Contains("chunked"));
+  CHECK_THAT(raw10, Catch::EndsWith("data: [DONE]\n\n"));
   // A bad body is a 400, not a crash.
   const auto bad = cli.post("/generate", "not json");
   CHECK(bad.status == 400);
@@ -177,10 +192,10 @@ TEST_CASE("http_router: /metrics, streaming and /generate", "[http_router][e2e]"
   if (promtool != nullptr && *promtool != '\0' &&
       std::string(promtool).find("NOTFOUND") == std::string::npos) {
     char path[] = "/tmp/kvroute_metrics_XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    close(fd);
+    const int tmp_fd = mkstemp(path);
+    REQUIRE(tmp_fd >= 0);
+    REQUIRE(write(tmp_fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    close(tmp_fd);
     const std::string cmd = std::string(promtool) + " check metrics < " + path;
     CHECK(std::system(cmd.c_str()) == 0);
     unlink(path);
