@@ -295,6 +295,7 @@ absl::Status apply_one(Flags& f, const std::vector<std::string>& rest, std::size
     name = name.substr(0, eq);
   }
   if (name.substr(0, 7) == "router-") name.remove_prefix(7);
+  if (name == "shutdown-grace-period-secs") name = "shutdown-grace-secs";  // smg's spelling
   const Spec* spec = find_spec(name);
   if (spec == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(

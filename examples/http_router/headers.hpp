@@ -56,6 +56,22 @@ inline bool forward_to_client(std::string_view name) {
          !ascii_iequals(name, "x-request-id") && !ascii_iequals(name, "x-kvroute-worker");
 }
 
+// Turns the client's request into the one a worker gets, in place: only
+// end-to-end headers, x-request-id set, HTTP/1.1 with keep-alive, the body's
+// length (it was read whole, chunked or not).
+inline void prepare_for_worker(Request& req, std::string_view request_id) {
+  for (auto it = req.begin(); it != req.end();) {
+    it = forward_to_worker(it->name_string()) ? std::next(it) : req.erase(it);
+  }
+  if (req.method() == http::verb::post && req.find(http::field::content_type) == req.end()) {
+    req.set(http::field::content_type, "application/json");
+  }
+  req.set("x-request-id", request_id);
+  req.version(11);
+  req.keep_alive(true);
+  req.prepare_payload();
+}
+
 inline bool usable_request_id(std::string_view v) {
   if (v.empty() || v.size() > 256) return false;
   for (char c : v) {

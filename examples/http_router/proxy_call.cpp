@@ -27,19 +27,7 @@ ProxyCall::ProxyCall(RouterContext& ctx, std::shared_ptr<Session> session, Proxy
       feedback_(keeps_cache_state(ctx.fleet.router().policy())),
       attempts_(ctx.retry),
       deadline_(session_->executor()),
-      backoff_(session_->executor()) {
-  upstream_ = build_upstream_request();
-}
-
-std::shared_ptr<Request> ProxyCall::build_upstream_request() {
-  auto r = std::make_shared<Request>(req_.method, req_.target, 11);
-  for (const auto& [name, value] : req_.headers) r->insert(name, value);
-  r->set("x-request-id", req_.request_id);
-  r->keep_alive(true);
-  r->body() = std::move(req_.body);
-  r->prepare_payload();
-  return r;
-}
+      backoff_(session_->executor()) {}
 
 void ProxyCall::start() {
   session_->on_client_gone([self = shared_from_this()] { self->client_gone(); });
@@ -68,8 +56,7 @@ kvroute::Selection ProxyCall::any_available(std::span<const kvroute::WorkerId> a
 bool ProxyCall::select() {
   auto& router = ctx_.fleet.router();
   std::vector<kvroute::Header> headers;  // x-smg-routing-key and the like
-  headers.reserve(req_.headers.size());
-  for (const auto& [name, value] : req_.headers) headers.push_back({name, value});
+  for (const auto& f : *req_.upstream) headers.push_back({f.name_string(), f.value()});
   const kvroute::RequestView view{.text = req_.text, .headers = headers, .model = req_.model};
   std::vector<kvroute::WorkerId> avoid(attempts_.excluded().begin(), attempts_.excluded().end());
   for (int tries = 0; tries < 8; ++tries) {
@@ -110,10 +97,7 @@ void ProxyCall::attempt() {
     return session_->reply(std::move(res));
   }
   auto& policy = ctx_.fleet.router().policy();
-  std::string_view routing_key;
-  for (const auto& [name, value] : req_.headers) {
-    if (kvroute::detail::ascii_iequals(name, kvroute::kRoutingKeyHeader)) routing_key = value;
-  }
+  const std::string_view routing_key = (*req_.upstream)[kvroute::kRoutingKeyHeader];
   guard_ = ctx_.fleet.router().dispatch(
       sel_, {.tokens = predicted_tokens(policy, req_.text, req_.model, sel_),
              .routing_key = routing_key});
@@ -122,8 +106,8 @@ void ProxyCall::attempt() {
   up_headers_.clear();
   body_.clear();
   log_debug("request {} -> {}", req_.request_id, worker_->address.url);
-  exchange_ = std::make_shared<Exchange>(*ctx_.pools[session_->lane()], worker_->address, upstream_,
-                                         shared_from_this());
+  exchange_ = std::make_shared<Exchange>(*ctx_.pools[session_->lane()], worker_->address,
+                                         req_.upstream, shared_from_this());
   exchange_->start();
 }
 

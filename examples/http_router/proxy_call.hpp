@@ -44,10 +44,8 @@ namespace kvexample {
 
 // What to forward, and how to route it.
 struct ProxyRequest {
-  http::verb method = http::verb::post;
-  std::string target;
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;  // forwarded as they came
+  // The client's request, made ready for a worker (prepare_for_worker).
+  std::shared_ptr<Request> upstream;
   std::string request_id;
   bool route_by_policy = true;  // false: any available worker (GET /v1/models)
   std::string text;             // routing text
@@ -68,7 +66,6 @@ class ProxyCall : public ExchangeSink, public std::enable_shared_from_this<Proxy
  private:
   enum class Mode : std::uint8_t { kCollect, kCollectError, kRelay };
 
-  std::shared_ptr<Request> build_upstream_request();
   bool select();
   kvroute::Selection any_available(std::span<const kvroute::WorkerId> avoid) const;
   void attempt();
@@ -89,9 +86,8 @@ class ProxyCall : public ExchangeSink, public std::enable_shared_from_this<Proxy
 
   RouterContext& ctx_;
   std::shared_ptr<Session> session_;
-  ProxyRequest req_;     // its body moves into upstream_
+  const ProxyRequest req_;
   const bool feedback_;  // the policy keeps cache state (reads the worker's usage)
-  std::shared_ptr<Request> upstream_;
   kvroute::Attempts attempts_;
   net::steady_timer deadline_;
   net::steady_timer backoff_;

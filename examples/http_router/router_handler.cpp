@@ -17,14 +17,6 @@ bool is_generation_path(std::string_view p) {
   return p == "/generate" || p == "/v1/chat/completions" || p == "/v1/completions";
 }
 
-std::vector<std::pair<std::string, std::string>> forwarded_headers(const Request& req) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& f : req) {
-    if (forward_to_worker(f.name_string())) out.emplace_back(f.name_string(), f.value());
-  }
-  return out;
-}
-
 void reply_400(RouterContext& ctx, const std::shared_ptr<Session>& s, const Request& req,
                const std::string& message, const std::string& request_id) {
   ctx.stats.bad_requests.inc();
@@ -76,22 +68,17 @@ void RouterHandler::generate(const std::shared_ptr<Session>& s, Request req,
   p.text = routing_text(path, body);
   if (body.contains("model")) p.model = body["model"].get<std::string>();
   p.stream = body.contains("stream") && body["stream"].get<bool>();
-  p.target = std::string(req.target());
-  p.headers = forwarded_headers(req);
-  if (req.find(http::field::content_type) == req.end()) {
-    p.headers.emplace_back("Content-Type", "application/json");
-  }
-  p.body = std::move(req.body());
+  prepare_for_worker(req, p.request_id);
+  p.upstream = std::make_shared<Request>(std::move(req));
   log_debug("request {} {} model '{}' stream {}", p.request_id, path, p.model, p.stream);
   std::make_shared<ProxyCall>(ctx_, s, std::move(p))->start();
 }
 
 void RouterHandler::list_models(const std::shared_ptr<Session>& s, Request req) {
   ProxyRequest p;
-  p.method = http::verb::get;
   p.request_id = request_id_for(req, ctx_.flags.request_id_headers);
-  p.target = std::string(req.target());
-  p.headers = forwarded_headers(req);
+  prepare_for_worker(req, p.request_id);
+  p.upstream = std::make_shared<Request>(std::move(req));
   p.route_by_policy = false;
   std::make_shared<ProxyCall>(ctx_, s, std::move(p))->start();
 }
