@@ -30,13 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string metrics_of(const Process& p) {
-  return HttpClient(p.metrics_port()).get("/metrics").body;
-}
-
-json mock_stats(const Process& p) {
-  return json::parse(HttpClient(p.port()).get("/mock/stats").body);
-}
+json mock_stats(const Process& p) { return json::parse(kve2e::mock_stats_text(p)); }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -31,13 +31,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string metrics_of(const Process& p) {
-  return HttpClient(p.metrics_port()).get("/metrics").body;
-}
-
-json mock_stats(const Process& p) {
-  return json::parse(HttpClient(p.port()).get("/mock/stats").body);
-}
+json mock_stats(const Process& p) { return json::parse(kve2e::mock_stats_text(p)); }
 
 // Runs the program with `args` to completion; returns its exit status and
 // what it printed (stdout and stderr together).
