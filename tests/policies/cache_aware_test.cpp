@@ -602,7 +602,8 @@ TEST_CASE("cache_aware: a dropped tree stays valid for those still using it",
     ts.emplace_back([&, t] {
       for (int i = 0; i < 300; ++i) {
         const std::string model = "model-" + std::to_string((t * 13 + i) % 7);
-        const kvroute::RequestView r{.text = "text " + std::to_string(i % 11), .model = model};
+        const std::string text = "text " + std::to_string(i % 11);
+        const kvroute::RequestView r{.text = text, .model = model};
         const kvroute::Decision d = kvroute::select_worker(ca, r, *snap, c.load);
         if (!d) ++failures;
         ca.report_cached(r, d, 0);
