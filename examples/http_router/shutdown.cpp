@@ -9,8 +9,7 @@ namespace kvexample {
 
 Shutdown::Shutdown(IoThreads& io, std::vector<HttpServer*> servers, std::chrono::seconds grace,
                    std::function<void()> first)
-    : io_(io),
-      servers_(std::move(servers)),
+    : servers_(std::move(servers)),
       grace_(grace),
       first_(std::move(first)),
       signals_(io.context(0), SIGTERM, SIGINT),

@@ -43,7 +43,6 @@ class Shutdown {
   void poll();
   std::int64_t in_flight() const;
 
-  IoThreads& io_;
   std::vector<HttpServer*> servers_;
   const std::chrono::seconds grace_;
   std::function<void()> first_;
