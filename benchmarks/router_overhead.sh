@@ -23,6 +23,7 @@
 #     --workers N          mock workers (default 1)
 #     --service-ms "A B"   the workers' reply times to run (default "0 5")
 #     --policy NAME        the router's policy (default cache_aware)
+#     --router-args "..."  more flags for the router (e.g. "--threads 1")
 #
 # Everything runs on 127.0.0.1 and is stopped on exit. Direct: N wrk
 # processes, 64/N connections each, one per worker (throughputs summed, the
@@ -36,6 +37,7 @@ duration=10
 workers=1
 service_list="0 5"
 policy=cache_aware
+router_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -43,7 +45,8 @@ while [ $# -gt 0 ]; do
     --workers) workers=$2; shift 2 ;;
     --service-ms) service_list=$2; shift 2 ;;
     --policy) policy=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --router-args) router_args=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "router_overhead: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -113,7 +116,7 @@ stop_all() {
 }
 
 echo "router overhead: wrk -t1, 64 keep-alive connections, ${duration} s per run," \
-  "$workers mock workers, policy $policy"
+  "$workers mock workers, policy $policy ${router_args}"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //');" \
   "load average $(cut -d' ' -f1-3 /proc/loadavg);" \
   "compiler: $(grep -m1 CMAKE_CXX_COMPILER: "$build/CMakeCache.txt" | sed 's/.*=//')" \
@@ -129,7 +132,8 @@ for service_ms in $service_list; do
     ports+=("$port")
     urls+=("http://127.0.0.1:$port")
   done
-  start --port 0 --worker-urls "${urls[@]}" --policy "$policy" --log-level error
+  # shellcheck disable=SC2086
+  start --port 0 --worker-urls "${urls[@]}" --policy "$policy" --log-level error $router_args
   router_port=$port
 
   # Warm up both paths (connections, caches, trees).

@@ -1,6 +1,8 @@
 // Keep-alive connections to the workers (see upstream_pool.hpp).
 #include "http_router/upstream_pool.hpp"
 
+#include <vector>
+
 namespace kvexample {
 namespace {
 
@@ -29,10 +31,25 @@ std::unique_ptr<UpstreamConn> UpstreamPool::take(const std::string& url) {
 }
 
 void UpstreamPool::give(const std::string& url, std::unique_ptr<UpstreamConn> conn) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_prune_ > kMaxIdle) prune(now);
   auto& conns = idle_[url];
   if (conns.size() >= kMaxIdlePerWorker) return;  // closes it
-  conn->idle_since = std::chrono::steady_clock::now();
+  conn->idle_since = now;
   conns.push_back(std::move(conn));
+}
+
+void UpstreamPool::prune(std::chrono::steady_clock::time_point now) {
+  last_prune_ = now;
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    auto& conns = it->second;
+    std::erase_if(conns, [now](const auto& c) { return now - c->idle_since >= kMaxIdle; });
+    if (conns.empty()) {
+      idle_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void UpstreamPool::connect(const WorkerAddress& a, std::chrono::steady_clock::duration timeout,

@@ -61,8 +61,11 @@ class UpstreamPool {
   void connect(const WorkerAddress& a, std::chrono::steady_clock::duration timeout, Connected done);
 
  private:
+  void prune(std::chrono::steady_clock::time_point now);
+
   net::io_context& ctx_;
   absl::flat_hash_map<std::string, std::vector<std::unique_ptr<UpstreamConn>>> idle_;
+  std::chrono::steady_clock::time_point last_prune_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace kvexample
