@@ -319,6 +319,7 @@ void Session::begin_stream(StreamHead head, std::string first, Done done) {
   http::async_write_header(
       socket_, *serializer_,
       [self = shared_from_this(), done = std::move(done)](error_code ec, std::size_t) mutable {
+        self->clear_deadline();
         if (ec) {
           self->client_hung_up();
           return done(false);
@@ -341,6 +342,7 @@ void Session::write_chunk(std::string data, Done done) {
 void Session::write_stream_piece(Done done) {
   set_deadline(limits_.write_timeout, false);
   auto after = [self = shared_from_this(), done = std::move(done)](error_code ec, std::size_t) {
+    self->clear_deadline();  // waiting for the worker's next piece is not the client's delay
     if (ec) {
       self->client_hung_up();
       return done(false);

@@ -15,6 +15,7 @@
 #include "http_router/e2e/e2e_support.hpp"
 
 using kve2e::chat_body;
+using kve2e::count_lines;
 using kve2e::eventually;
 using kve2e::HttpClient;
 using kve2e::metric;
@@ -332,4 +333,16 @@ TEST_CASE("http_router: a slow /metrics render never holds up routing", "[http_r
   scrape.join();
   CHECK(metrics_status == 200);
   CHECK(worst < 100);
+}
+
+TEST_CASE("http_router: --write-timeout-secs times the client's reads, not the worker's pauses",
+          "[http_router][e2e]") {
+  std::vector<std::unique_ptr<Process>> workers;
+  workers.push_back(mock({"--mock-chunks", "2", "--mock-chunk-delay-ms", "1300"}));
+  auto r = router(workers, {"--write-timeout-secs", "1"});
+  const kve2e::Reply s =
+      HttpClient(r->port()).post("/v1/chat/completions", chat_body("m", "take your time", true));
+  CHECK(s.status == 200);
+  CHECK_THAT(s.body, Catch::Contains("data: [DONE]"));
+  CHECK(count_lines(s.body, "data: {\"choices\":[{") == 2);
 }
