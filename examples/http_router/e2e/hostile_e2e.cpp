@@ -240,7 +240,16 @@ TEST_CASE("http_router: --request-timeout-secs answers 504 and cancels the worke
   CHECK_THAT(res.body, Catch::Contains("--request-timeout-secs"));
   CHECK(ms_since(t0) < 2500);
   CHECK(eventually([&] { return mock_stats(*workers[0])["cancelled"] == 1; }));
+  // A client that hangs up on a whole (not streamed) request cancels it too.
+  const std::string body = R"({"text": "y"})";
+  const int fd = raw_connect(r->port());
+  raw_send(fd, "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::this_thread::sleep_for(300ms);
+  ::close(fd);
+  CHECK(eventually([&] { return mock_stats(*workers[0])["cancelled"] == 2; }, 700ms));
   const std::string text = metrics_of(*r);
+  CHECK(metric(text, "kvroute_router_client_disconnects_total") == 1.0);
   CHECK(metric(text, "kvroute_router_request_timeouts_total") == 1.0);
   CHECK(metric(text, "smg_worker_cb_state{worker=\"" + workers[0]->url() + "\"}") == 0.0);
 }
