@@ -47,7 +47,8 @@ void SessionList::start_sweeping() {
 void SessionList::sweep() {
   const auto now = std::chrono::steady_clock::now();
   const std::vector<Session*> all(sessions_.begin(), sessions_.end());
-  for (Session* s : all) s->tick(now);
+  int expiries = kExpiriesPerSweep;
+  for (Session* s : all) s->tick(now, &expiries);
   start_sweeping();
 }
 
@@ -91,9 +92,10 @@ bool Session::read_timed_out(error_code ec) {
   return timed_out_ && ec == net::error::operation_aborted;
 }
 
-void Session::tick(std::chrono::steady_clock::time_point now) {
+void Session::tick(std::chrono::steady_clock::time_point now, int* expiries) {
   if (state_ == State::kClosed) return;
-  if (now >= deadline_) {
+  if (now >= deadline_ && *expiries > 0) {
+    --*expiries;
     clear_deadline();
     if (!deadline_for_read_) return close();  // a client that does not read its reply
     timed_out_ = true;

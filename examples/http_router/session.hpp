@@ -89,6 +89,10 @@ class Handler {
 class SessionList {
  public:
   static constexpr std::chrono::milliseconds kSweep{100};
+  // Deadlines one sweep enforces at most: thousands of slow clients timing
+  // out at once are refused over several sweeps, so that their refusals
+  // never hold up the lane's other connections.
+  static constexpr int kExpiriesPerSweep = 64;
 
   explicit SessionList(net::io_context& lane) : timer_(lane) {}
   void add(Session* s) { sessions_.insert(s); }
@@ -120,8 +124,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void start();
   unsigned lane() const noexcept { return lane_; }
   net::any_io_executor executor() { return socket_.get_executor(); }
-  // The lane's sweep: enforces the deadline, starts the client watch.
-  void tick(std::chrono::steady_clock::time_point now);
+  // The lane's sweep: enforces the deadline (when `*expiries` allows one
+  // more, counting it down), starts the client watch.
+  void tick(std::chrono::steady_clock::time_point now, int* expiries);
 
   // A whole response; the session then reads the next request (or closes).
   void reply(Response res);
