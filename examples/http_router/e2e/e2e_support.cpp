@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -56,16 +56,22 @@ Process::Process(std::vector<std::string> args) {
   log_path_ = path;
   int out[2];
   if (log_fd < 0 || pipe(out) != 0) throw std::runtime_error("cannot make the child's pipes");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, log_fd, STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ == 0) {  // the child: async-signal-safe calls only, then exec
+    // Dies with the test, even one killed by ctest's timeout.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::close(out[0]);
+    ::execve(argv[0], argv.data(), environ);
+    ::_exit(127);
+  }
+  const int rc = pid_ > 0 ? 0 : -1;
   ::close(out[1]);
   ::close(log_fd);
   if (rc != 0) throw std::runtime_error("cannot start " + args[0]);
