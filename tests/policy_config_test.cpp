@@ -40,6 +40,7 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
   CHECK_FALSE(cfg->queue_weight.has_value());  // adaptive
   CHECK(cfg->kv_capacity_tokens == 0);
   CHECK(cfg->chars_per_token == 4.0);
+  CHECK(cfg->max_models == 0u);
   CHECK(PolicyConfig{}.validate().ok());
 }
 
@@ -54,6 +55,7 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
                     "30",
                     "--max-tree-size",
                     "10000",
+                    "--max-models=7",
                     "--max-idle-secs=60",
                     "--assignment-mode",
                     "min_group",
@@ -79,6 +81,7 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
   CHECK(cfg->balance_rel_threshold == 1.1);
   CHECK(cfg->eviction_interval == std::chrono::seconds(30));
   CHECK(cfg->max_tree_size == 10000u);
+  CHECK(cfg->max_models == 7u);
   CHECK(cfg->max_idle == std::chrono::seconds(60));
   CHECK(cfg->assignment_mode == kvroute::AssignmentMode::kMinGroup);
   CHECK(cfg->prefix_token_count == 5u);

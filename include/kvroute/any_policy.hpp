@@ -188,6 +188,7 @@ inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
                               .eviction_interval = cfg.eviction_interval,
                               .max_tree_size = cfg.max_tree_size,
                               .chars_per_token = cfg.chars_per_token,
+                              .max_models = cfg.max_models,
                               .clock = &clock,
                               .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
@@ -197,6 +198,7 @@ inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
                                 .eviction_interval = cfg.eviction_interval,
                                 .max_tree_size = cfg.max_tree_size,
                                 .kv_capacity_tokens = cfg.kv_capacity_tokens,
+                                .max_models = cfg.max_models,
                                 .clock = &clock,
                                 .seed = cfg.seed});
   }

@@ -14,6 +14,7 @@
 //   --balance-rel-threshold         1.5         balance_rel_threshold  >= 1
 //   --eviction-interval             120         eviction_interval (s)  > 0
 //   --max-tree-size                 67108864    max_tree_size (chars)  > 0
+//   --max-models                    0 (no cap)  max_models
 //   --max-idle-secs                 14400       max_idle (s)
 //   --assignment-mode               random      assignment_mode
 //   --prefix-token-count            256         prefix_token_count     > 0
@@ -167,6 +168,10 @@ struct PolicyConfig {
   double balance_rel_threshold = 1.5;
   std::chrono::seconds eviction_interval{120};
   std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+  // cache_aware and least_prefill (kvroute's own): most model trees kept,
+  // the least recently used dropped beyond it; 0 keeps every model's tree,
+  // as the gateway does.
+  std::uint64_t max_models = 0;
 
   // manual.
   std::chrono::seconds max_idle{14400};
@@ -352,7 +357,7 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
 namespace detail {
 
 // Every flag parse_policy_flags reads, without its "--" (and "router-").
-inline constexpr std::array<std::string_view, 17> kPolicyFlags = {
+inline constexpr std::array<std::string_view, 18> kPolicyFlags = {
     "policy",
     "cache-threshold",
     "balance-abs-threshold",
@@ -360,6 +365,7 @@ inline constexpr std::array<std::string_view, 17> kPolicyFlags = {
     "eviction-interval",
     "eviction-interval-secs",
     "max-tree-size",
+    "max-models",
     "max-idle-secs",
     "assignment-mode",
     "prefix-token-count",
@@ -392,6 +398,7 @@ inline absl::Status set_policy_flag(PolicyConfig& cfg, std::string_view name, st
     return parse_value(flag, v, cfg.eviction_interval);
   }
   if (name == "max-tree-size") return parse_value(flag, v, cfg.max_tree_size);
+  if (name == "max-models") return parse_value(flag, v, cfg.max_models);
   if (name == "max-idle-secs") return parse_value(flag, v, cfg.max_idle);
   if (name == "prefix-token-count") return parse_value(flag, v, cfg.prefix_token_count);
   if (name == "prefix-hash-load-factor") return parse_value(flag, v, cfg.prefix_hash_load_factor);

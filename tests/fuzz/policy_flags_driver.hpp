@@ -58,6 +58,7 @@ inline constexpr std::string_view kPolicyFlags[] = {"policy",
                                                     "eviction-interval",
                                                     "eviction-interval-secs",
                                                     "max-tree-size",
+                                                    "max-models",
                                                     "max-idle-secs",
                                                     "assignment-mode",
                                                     "prefix-token-count",
@@ -102,6 +103,7 @@ inline std::vector<std::string> render_flags(const kvroute::PolicyConfig& c) {
           "--balance-rel-threshold=" + num(c.balance_rel_threshold),
           "--eviction-interval=" + num(c.eviction_interval.count()),
           "--max-tree-size=" + num(c.max_tree_size),
+          "--max-models=" + num(c.max_models),
           "--max-idle-secs=" + num(c.max_idle.count()),
           "--assignment-mode=" + std::string(kvroute::to_string(c.assignment_mode)),
           "--prefix-token-count=" + num(c.prefix_token_count),
@@ -119,6 +121,7 @@ inline bool same_config(const kvroute::PolicyConfig& a, const kvroute::PolicyCon
          a.balance_abs_threshold == b.balance_abs_threshold &&
          a.balance_rel_threshold == b.balance_rel_threshold &&
          a.eviction_interval == b.eviction_interval && a.max_tree_size == b.max_tree_size &&
+         a.max_models == b.max_models &&
          a.max_idle == b.max_idle && a.assignment_mode == b.assignment_mode &&
          a.prefix_token_count == b.prefix_token_count &&
          a.prefix_hash_load_factor == b.prefix_hash_load_factor &&

@@ -320,3 +320,31 @@ TEST_CASE("least_prefill: among equal costs the fewest requests in flight win", 
   CHECK(adaptive_picks == std::set<int>{1});
   CHECK(fixed_picks.size() > 1);
 }
+
+TEST_CASE("least_prefill: max_models drops the least recently used model's tree",
+          "[least_prefill]") {
+  Cluster c(2);
+  LeastPrefill::Options o = opts();
+  o.max_models = 2;
+  LeastPrefill lp(o);
+  for (int i = 0; i < 6; ++i) {
+    const std::string m = "m" + std::to_string(i);
+    REQUIRE(c.select(lp, {.text = "hello " + m, .model = m}));
+    REQUIRE(c.select(lp, {.text = "hello again", .model = "hot"}));
+    CHECK(lp.models().size() <= 2);
+  }
+  const std::vector<std::string> models = lp.models();
+  CHECK(std::set<std::string>(models.begin(), models.end()) == std::set<std::string>{"hot", "m5"});
+  CHECK(lp.dropped_models() == 5);
+  CHECK(lp.tree("m0") == nullptr);
+  CHECK(c.select(lp, {.text = "hello again", .model = "hot"}).branch == Branch::kCacheHit);
+  // Feedback for a decision whose model was dropped since is ignored.
+  const kvroute::RequestView r{.text = "hello m0", .model = "m0"};
+  REQUIRE(c.select(lp, r));                     // m0 again: drops m5
+  const kvroute::Decision d = c.select(lp, r);  // claims what the first placed
+  REQUIRE(d.claimed > 0);
+  REQUIRE(c.select(lp, {.text = "x", .model = "m9"}));   // drops hot
+  REQUIRE(c.select(lp, {.text = "y", .model = "m10"}));  // drops m0
+  CHECK(lp.tree("m0") == nullptr);
+  CHECK(lp.report_cached(r, d, 0).units == 0);
+}

@@ -146,6 +146,9 @@ class LeastPrefill {
     // /get_server_info reports): the adaptive rule's fill(w) is the tree's
     // share of w against it. 0: unknown, max_tree_size stands for it.
     std::int64_t kv_capacity_tokens = 0;
+    // Most model trees kept at once; creating one more drops the least
+    // recently used model's tree (that model starts afresh). 0: no limit.
+    std::uint64_t max_models = 0;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -162,7 +165,8 @@ class LeastPrefill {
         trees_({.max_tree_size = o.max_tree_size,
                 .reactive_eviction = true,
                 .eviction_interval = o.eviction_interval,
-                .clock = o.clock}) {}
+                .clock = o.clock,
+                .max_models = o.max_models}) {}
 
   LeastPrefill(const LeastPrefill&) = delete;
   LeastPrefill& operator=(const LeastPrefill&) = delete;
@@ -173,7 +177,8 @@ class LeastPrefill {
     const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
-    ApproxRadixTree* tree = trees_.get_or_create(r.model);
+    const detail::TreeRef ref = trees_.get_or_create(r.model);
+    ApproxRadixTree* tree = ref.get();
     if (tree == nullptr) {  // out of memory: least queued work, no affinity
       return Decision::pick(detail::pick_min(
                                 healthy, [&c](const Worker& w) { return queued(c, w); }, rng_),
@@ -284,8 +289,8 @@ class LeastPrefill {
         !claim_evicted(decision.claimed, cached_tokens, cpt, opt_.feedback_tolerance)) {
       return {};
     }
-    ApproxRadixTree* tree = trees_.find(request.model);
-    if (tree == nullptr) return {};
+    const detail::TreeRef tree = trees_.find(request.model);
+    if (!tree) return {};
     return tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
   }
 
@@ -300,8 +305,17 @@ class LeastPrefill {
   void maintain() noexcept { trees_.maintain(); }
 
   // The model's tree, or null before a worker of the model registers (or
-  // its first request).
-  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
+  // its first request). With max_models the
+  // tree may be dropped while the pointer is held; a host that reads trees
+  // concurrently with routing uses shared_tree().
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model).get(); }
+  std::shared_ptr<ApproxRadixTree> shared_tree(std::string_view model) const noexcept {
+    return trees_.find_shared(model);
+  }
+  // The models that have a tree now (at most max_models when set).
+  std::vector<std::string> models() const { return trees_.models(); }
+  // Trees dropped so far to stay within max_models.
+  std::uint64_t dropped_models() const noexcept { return trees_.dropped(); }
   const Options& options() const noexcept { return opt_; }
 
  private:
