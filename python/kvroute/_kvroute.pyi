@@ -9,6 +9,7 @@ POLICIES: tuple[str, ...]
 BRANCHES: tuple[str, ...]
 SIM_POLICIES: tuple[str, ...]
 SIM_GENERATORS: tuple[str, ...]
+_build: str  # the build type and compiler
 
 _Text = Union[str, bytes]
 _Headers = Union[Mapping[_Text, _Text], Iterable[tuple[_Text, _Text]]]

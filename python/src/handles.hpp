@@ -34,7 +34,9 @@ namespace kvroute_py {
 struct GuardBox {
   // Declared first, destroyed last: the guard points into the core.
   std::shared_ptr<RouterCore> core;
-  std::string url;  // "" when the selection chose no worker
+  // The chosen worker (null for none), valid while `snapshot` lives.
+  std::shared_ptr<const kvroute::WorkerSnapshot> snapshot;
+  const kvroute::Worker* worker = nullptr;
   std::mutex mu;
   kvroute::LoadGuard guard;  // under mu
 

@@ -124,7 +124,8 @@ PyDispatch dispatch(const PyRouter& r, PySelection& s, const py::object& prompt_
   const std::int64_t prompt = prompt_tokens_of(prompt_tokens);
   auto box = std::make_shared<GuardBox>();
   box->core = r.core;
-  if (s.selection) box->url = s.selection.worker().url;
+  box->snapshot = s.selection.snapshot;
+  box->worker = s.selection.decision.worker;
   box->guard = r.core->dispatch(s.request.view(), s.selection, prompt);
   s.dispatch = box;
   s.dispatched = true;

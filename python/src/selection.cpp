@@ -75,9 +75,10 @@ Router.dispatch() and Router.report_cached() take the selection alone.
 
 std::string dispatch_repr(const PyDispatch& d) {
   GuardBox& b = *d.box;
-  if (b.url.empty()) return "<kvroute.Dispatch no worker>";
+  if (b.worker == nullptr) return "<kvroute.Dispatch no worker>";
   const std::lock_guard<std::mutex> lock(b.mu);
-  return "<kvroute.Dispatch url='" + b.url + "'" + (b.guard.active() ? "" : ", released") + ">";
+  return "<kvroute.Dispatch url='" + b.worker->url + "'" + (b.guard.active() ? "" : ", released") +
+         ">";
 }
 
 void bind_dispatch(py::module_& m) {
@@ -96,10 +97,11 @@ nothing.
       .def("__enter__", [](py::object self) { return self; })
       .def(
           "__exit__",
-          [](PyDispatch& d, const py::args&) {
+          [](PyDispatch& d, py::handle, py::handle, py::handle) {
             d.box->release();
             return false;
           },
+          py::arg("exc_type"), py::arg("exc"), py::arg("tb"),
           "Ends the load; exceptions propagate.")
       .def(
           "release", [](PyDispatch& d) { d.box->release(); },
@@ -139,8 +141,8 @@ nothing.
       .def_property_readonly(
           "url",
           [](const PyDispatch& d) -> py::object {
-            if (d.box->url.empty()) return py::none();
-            return py::str(d.box->url);
+            if (d.box->worker == nullptr) return py::none();
+            return py::str(d.box->worker->url);
           },
           "The worker's URL, or None.")
       .def("__repr__", &dispatch_repr);

@@ -35,8 +35,9 @@ namespace {
 
 // What one simulate() call asks for, already checked.
 struct SimCall {
-  std::string trace;  // a generator name or a path; empty when `jsonl` is set
-  std::string jsonl;  // the requests given as a list, as JSONL
+  std::string trace;    // a generator name or a path
+  std::string jsonl;    // the requests given as a list, as JSONL
+  bool listed = false;  // the trace is `jsonl`
   std::size_t n = 0;
   double speed = 1;
   double chars_per_token = 4;
@@ -156,6 +157,7 @@ void trace_of(py::handle trace, SimCall& call) {
     }
     return;
   }
+  call.listed = true;
   const py::object dumps = py::module_::import("json").attr("dumps");
   for (py::handle r : trace) {
     if (!py::isinstance<py::dict>(r)) {
@@ -202,9 +204,9 @@ struct SimOutput {
 SimOutput run(const SimCall& call) {
   SimOutput out;
   try {
-    out.trace = call.jsonl.empty()
-                    ? kvsim::load_trace(call.trace, call.n, call.chars_per_token)
-                    : kvsim::parse_jsonl(call.jsonl, "requests", call.chars_per_token, call.n);
+    out.trace = call.listed
+                    ? kvsim::parse_jsonl(call.jsonl, "requests", call.chars_per_token, call.n)
+                    : kvsim::load_trace(call.trace, call.n, call.chars_per_token);
   } catch (const kvsim::TraceError& e) {
     throw py::value_error(e.what());
   }
