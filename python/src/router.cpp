@@ -99,8 +99,9 @@ PySelection& own(const PyRouter& r, PySelection& s) {
   return s;
 }
 
-std::unique_ptr<PySelection> select(const PyRouter& r, py::handle text, py::handle tokens,
-                                    py::handle headers, py::handle model, py::handle exclude) {
+std::unique_ptr<PySelection> select(const PyRouter& r, const py::object& text,
+                                    const py::object& tokens, const py::object& headers,
+                                    const py::object& model, const py::object& exclude) {
   auto s = std::make_unique<PySelection>(
       PySelection{r.core, OwnedRequest(text, tokens, headers, model), {}, {}, false});
   std::vector<std::string> avoid;
@@ -234,42 +235,43 @@ The loop, from any number of threads (kvroute releases the GIL):
                           "builds the same policy).");
   c.def(
       "add_worker",
-      [](const PyRouter& r, py::handle url, py::handle model, bool healthy) {
-        kvroute::WorkerSpec spec{.url = std::string(bytes_of(url, "url")),
-                                 .model = std::string(bytes_of(model, "model")),
-                                 .healthy = healthy};
+      [](const PyRouter& r, std::string url, std::string model, bool healthy) {
+        kvroute::WorkerSpec spec{
+            .url = std::move(url), .model = std::move(model), .healthy = healthy};
         without_gil([&] { return r.core->add_workers({&spec, 1}); });
       },
       py::arg("url"), py::kw_only(), py::arg("model") = "", py::arg("healthy") = true,
       "Registers a worker. model='' serves every model. ValueError for a bad or "
       "already registered URL.");
   c.def(
-      "add_workers", [](const PyRouter& r, py::handle workers) { add_workers(*r.core, workers); },
+      "add_workers",
+      [](const PyRouter& r, const py::object& workers) { add_workers(*r.core, workers); },
       py::arg("workers"),
       "Registers several workers at once, all or none: URLs, or dicts with url, model and "
       "healthy.");
   c.def(
       "remove_worker",
-      [](const PyRouter& r, py::handle url) {
-        const std::string u(bytes_of(url, "url"));
-        without_gil([&] { return r.core->remove_worker(u); });
+      [](const PyRouter& r, const std::string& url) {
+        without_gil([&] { return r.core->remove_worker(url); });
       },
       py::arg("url"),
       "Removes a worker; its loads in flight end normally. KeyError for an unknown URL.");
   c.def(
       "set_healthy",
-      [](const PyRouter& r, py::handle url, bool healthy) {
-        const std::string u(bytes_of(url, "url"));
-        without_gil([&] { return r.core->set_healthy(u, healthy); });
+      [](const PyRouter& r, const std::string& url, bool healthy) {
+        without_gil([&] { return r.core->set_healthy(url, healthy); });
       },
       py::arg("url"), py::arg("healthy") = true,
       "Marks a worker healthy or not (unhealthy workers are never chosen; the policy keeps "
       "their history). KeyError for an unknown URL.");
   c.def("workers", &workers, "The workers, in registration order, with their loads.");
   c.def("__len__", [](const PyRouter& r) { return r.core->snapshot()->size(); });
-  c.def("__contains__", [](const PyRouter& r, py::handle url) {
-    return PyUnicode_Check(url.ptr()) && r.core->snapshot()->find_url(bytes_of(url, "url"));
-  });
+  c.def(
+      "__contains__",
+      [](const PyRouter& r, const py::object& url) {
+        return PyUnicode_Check(url.ptr()) && r.core->snapshot()->find_url(bytes_of(url, "url"));
+      },
+      py::arg("url"));
   c.def("select", &select, py::arg("text") = py::none(), py::kw_only(),
         py::arg("tokens") = py::none(), py::arg("headers") = py::none(),
         py::arg("model") = py::none(), py::arg("exclude") = py::none(), R"doc(

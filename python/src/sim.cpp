@@ -224,7 +224,7 @@ SimOutput run(const SimCall& call) {
   return out;
 }
 
-py::dict simulate(py::handle trace, py::handle policies, std::int64_t n, double speed,
+py::dict simulate(const py::object& trace, const py::object& policies, std::int64_t n, double speed,
                   double chars_per_token, bool per_request, const py::kwargs& options) {
   SimCall call;
   trace_of(trace, call);
@@ -270,7 +270,8 @@ namespace {
 std::vector<std::string> policy_names() { return {}; }
 std::vector<std::string> generator_names() { return {}; }
 
-py::dict simulate(py::handle, py::handle, std::int64_t, double, double, bool, const py::kwargs&) {
+py::dict simulate(const py::object&, const py::object&, std::int64_t, double, double, bool,
+                  const py::kwargs&) {
   throw std::runtime_error(
       "kvroute was built without its simulator (it needs nlohmann-json3-dev and zlib1g-dev: "
       "sh cmake/install-deps.sh)");
