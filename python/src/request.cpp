@@ -33,7 +33,7 @@ std::vector<std::uint32_t> tokens_of(py::handle o) {
   }
   if (copy_u32_buffer(o, out)) return out;
   for (py::handle item : o) {
-    const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
+    const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
     unsigned long long v = 0;
     if (index) v = PyLong_AsUnsignedLongLong(index.ptr());
     if (!index || PyErr_Occurred() || v > 0xFFFFFFFFull) {
@@ -65,7 +65,7 @@ std::unique_ptr<kvroute::HeaderList> headers_of(py::handle o) {
       throw py::type_error("headers: each item must be a (name, value) pair, not " +
                            std::string(py::repr(pair)));
     }
-    const py::sequence nv = py::reinterpret_borrow<py::sequence>(pair);
+    const auto nv = py::reinterpret_borrow<py::sequence>(pair);
     const py::object name = nv[0];
     const py::object value = nv[1];
     list->add(bytes_of(name, "a header name"), bytes_of(value, "a header value"));

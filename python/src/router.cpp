@@ -58,7 +58,7 @@ kvroute::WorkerSpec spec_of(py::handle w) {
         "'healthy': ...}, not " +
         std::string(py::repr(w)));
   }
-  const py::dict d = py::reinterpret_borrow<py::dict>(w);
+  const auto d = py::reinterpret_borrow<py::dict>(w);
   for (auto [key, value] : d) {
     const std::string k = py::str(key);
     if (k != "url" && k != "model" && k != "healthy") {
@@ -179,10 +179,7 @@ void without_gil(F&& f) {
   if (!s.ok()) throw_status(s);
 }
 
-}  // namespace
-
-void bind_router(py::module_& m) {
-  py::class_<PyRouter> c(m, "Router", R"doc(
+constexpr const char* kRouterDoc = R"doc(
 A kvroute router: one routing policy over a set of workers named by URL.
 
 Router(flags=(), *, workers=None, **options)
@@ -209,7 +206,12 @@ The loop, from any number of threads (kvroute releases the GIL):
     with router.dispatch(s):          # the load lasts as long as the block
         response = forward(s.url, request)
     router.report_cached(s, response.cached_tokens)   # optional feedback
-)doc");
+)doc";
+
+using RouterClass = py::class_<PyRouter>;
+
+// Construction and the policy's settings.
+void bind_construction(RouterClass& c) {
   c.def(
       py::init([](const py::iterable& flags, const py::object& workers, const py::kwargs& options) {
         auto r = std::make_unique<PyRouter>(PyRouter{make_core(argv_of(flags, options), nullptr)});
@@ -233,6 +235,10 @@ The loop, from any number of threads (kvroute releases the GIL):
   c.def_property_readonly("config", &config,
                           "The policy settings as a dict of options (Router(**router.config) "
                           "builds the same policy).");
+}
+
+// Workers, by URL.
+void bind_workers(RouterClass& c) {
   c.def(
       "add_worker",
       [](const PyRouter& r, std::string url, std::string model, bool healthy) {
@@ -272,6 +278,10 @@ The loop, from any number of threads (kvroute releases the GIL):
         return PyUnicode_Check(url.ptr()) && r.core->snapshot()->find_url(bytes_of(url, "url"));
       },
       py::arg("url"));
+}
+
+// The request loop: select, dispatch, feedback.
+void bind_routing(RouterClass& c) {
   c.def("select", &select, py::arg("text") = py::none(), py::kw_only(),
         py::arg("tokens") = py::none(), py::arg("headers") = py::none(),
         py::arg("model") = py::none(), py::arg("exclude") = py::none(), R"doc(
@@ -313,6 +323,10 @@ drop the tree's claims the server has evicted; least_prefill also corrects
 the dispatched request's queued work. Other policies ignore it. Returns the
 characters dropped from the tree.
 )doc");
+}
+
+// Periodic work, metrics, repr.
+void bind_observability(RouterClass& c) {
   c.def(
       "maintain",
       [](const PyRouter& r) {
@@ -337,6 +351,16 @@ characters dropped from the tree.
     return "<kvroute.Router policy='" + std::string(r.core->policy_name()) +
            "', workers=" + std::to_string(r.core->snapshot()->size()) + ">";
   });
+}
+
+}  // namespace
+
+void bind_router(py::module_& m) {
+  RouterClass c(m, "Router", kRouterDoc);
+  bind_construction(c);
+  bind_workers(c);
+  bind_routing(c);
+  bind_observability(c);
 }
 
 }  // namespace kvroute_py

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bindings.hpp"
 
 #if KVROUTE_PYTHON_SIM
@@ -74,7 +75,7 @@ std::int64_t whole(const char* name, py::handle v, std::int64_t lo, std::int64_t
 const std::vector<SimOption>& sim_options() {
   using C = kvsim::SimConfig;
   constexpr std::int64_t kMax = INT64_MAX;
-  static const std::vector<SimOption> options = {
+  static const std::vector<SimOption> kOptions = {
       {"servers",
        [](C& c, py::handle v) { c.servers = static_cast<int>(whole("servers", v, 1, 4096)); }},
       {"cache_tokens",
@@ -109,7 +110,7 @@ const std::vector<SimOption>& sim_options() {
          }
        }},
   };
-  return options;
+  return kOptions;
 }
 
 std::vector<std::string> policy_names() {
@@ -133,9 +134,12 @@ std::vector<std::string> policies_of(py::handle policies) {
     std::string name = py::str(p);
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
-      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw py::value_error("policies: '" + name + "' is not a simulator policy (expected " + list +
-                            ")");
+      for (const std::string& k : known) {
+        if (!list.empty()) list += ", ";
+        list += k;
+      }
+      throw py::value_error(
+          absl::StrCat("policies: '", name, "' is not a simulator policy (expected ", list, ")"));
     }
     out.push_back(std::move(name));
   }
@@ -239,9 +243,12 @@ py::dict simulate(const py::object& trace, const py::object& policies, std::int6
         std::find_if(table.begin(), table.end(), [&](const SimOption& o) { return k == o.name; });
     if (it == table.end()) {
       std::string names;
-      for (const SimOption& o : table) names += std::string(names.empty() ? "" : ", ") + o.name;
-      throw py::type_error("simulate() got an unexpected option '" + k + "' (options: " + names +
-                           ")");
+      for (const SimOption& o : table) {
+        if (!names.empty()) names += ", ";
+        names += o.name;
+      }
+      throw py::type_error(
+          absl::StrCat("simulate() got an unexpected option '", k, "' (options: ", names, ")"));
     }
     it->set(call.cfg, value);
   }
