@@ -19,6 +19,13 @@
 #                                           many connections on few threads),
 #                                           which a hand-written server would
 #                                           have to reinvent
+#   python3-dev pybind11-dev                the Python module (python/): the
+#                                           interpreter's headers, and pybind11
+#                                           for the binding instead of
+#                                           hand-written CPython C-API code
+#   python3-pytest                          the Python module's tests
+#   python3-pip python3-venv                pip install . of the module without
+#   python3-setuptools python3-wheel        network access (docs/python.md)
 # With --ci:
 #   clang clang-format clang-tidy           the clang leg, the fuzz preset, lint
 #   libclang-rt-14-dev                      the sanitizer and libFuzzer runtimes
@@ -32,7 +39,7 @@
 #                                           systemd runs.
 set -eu
 
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libboost1.81-dev"
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libboost1.81-dev python3-dev pybind11-dev python3-pytest python3-pip python3-venv python3-setuptools python3-wheel"
 ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus wrk"
 
 case "${1:-}" in

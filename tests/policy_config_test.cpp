@@ -169,9 +169,9 @@ TEST_CASE("config: errors name the flag and the value", "[config]") {
              Catch::Contains("--bounded-load-factor") && Catch::Contains("0.5"));
   CHECK_THAT(error_of({"--queue-weight", "-0.5"}),
              Catch::Contains("--queue-weight") && Catch::Contains("-0.5"));
-  CHECK_THAT(error_of({"--queue-weight", "fast"}),
-             Catch::Contains("--queue-weight") && Catch::Contains("'fast'") &&
-                 Catch::Contains("adaptive"));
+  CHECK_THAT(error_of({"--queue-weight", "fast"}), Catch::Contains("--queue-weight") &&
+                                                       Catch::Contains("'fast'") &&
+                                                       Catch::Contains("adaptive"));
   CHECK_THAT(error_of({"--kv-capacity-tokens", "-5"}),
              Catch::Contains("kv_capacity_tokens") && Catch::Contains("-5"));
   CHECK_THAT(error_of({"--kv-capacity-tokens", "1.5"}),

@@ -293,7 +293,7 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v, doubl
 
 // "adaptive", or a number.
 inline absl::Status parse_value(std::string_view flag, std::string_view v,
-                               std::optional<double>& out) {
+                                std::optional<double>& out) {
   if (v == "adaptive") {
     out.reset();
     return absl::OkStatus();

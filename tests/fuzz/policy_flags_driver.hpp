@@ -121,14 +121,13 @@ inline bool same_config(const kvroute::PolicyConfig& a, const kvroute::PolicyCon
          a.balance_abs_threshold == b.balance_abs_threshold &&
          a.balance_rel_threshold == b.balance_rel_threshold &&
          a.eviction_interval == b.eviction_interval && a.max_tree_size == b.max_tree_size &&
-         a.max_models == b.max_models &&
-         a.max_idle == b.max_idle && a.assignment_mode == b.assignment_mode &&
-         a.prefix_token_count == b.prefix_token_count &&
+         a.max_models == b.max_models && a.max_idle == b.max_idle &&
+         a.assignment_mode == b.assignment_mode && a.prefix_token_count == b.prefix_token_count &&
          a.prefix_hash_load_factor == b.prefix_hash_load_factor &&
          a.bucket_adjust_interval == b.bucket_adjust_interval &&
          a.bounded_load_factor == b.bounded_load_factor && a.queue_weight == b.queue_weight &&
-         a.kv_capacity_tokens == b.kv_capacity_tokens &&
-         a.chars_per_token == b.chars_per_token && a.seed == b.seed;
+         a.kv_capacity_tokens == b.kv_capacity_tokens && a.chars_per_token == b.chars_per_token &&
+         a.seed == b.seed;
 }
 
 // Whether `rest`, an error after its flag prefix, quotes a value the

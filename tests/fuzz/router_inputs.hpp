@@ -71,8 +71,8 @@ inline std::string describe_config(const kvroute::PolicyConfig& c) {
     << " s, max_idle " << c.max_idle.count() << " s, " << to_string(c.assignment_mode)
     << ", prefix " << c.prefix_token_count << " x " << c.prefix_hash_load_factor << ", bucket "
     << c.bucket_adjust_interval.count() << " s, bounded " << c.bounded_load_factor
-    << ", queue_weight " << c.queue_weight.value_or(-1) << ", chars_per_token " << c.chars_per_token << ", seed "
-    << c.seed;
+    << ", queue_weight " << c.queue_weight.value_or(-1) << ", chars_per_token " << c.chars_per_token
+    << ", seed " << c.seed;
   return o.str();
 }
 
