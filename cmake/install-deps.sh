@@ -13,11 +13,24 @@
 #   libfmt-dev catch2                       the tests and examples
 #   nlohmann-json3-dev                      JSON in the simulator and the HTTP router
 #   zlib1g-dev                              gzip traces in the simulator
-#   libcpp-httplib-dev                      the HTTP router example
+#   libboost1.81-dev                        the HTTP router example: Boost.Beast
+#                                           and Asio, an established asynchronous
+#                                           HTTP/1.1 stack (timeouts, streaming,
+#                                           many connections on few threads),
+#                                           which a hand-written server would
+#                                           have to reinvent
+#   python3-dev pybind11-dev                the Python module (python/): the
+#                                           interpreter's headers, and pybind11
+#                                           for the binding instead of
+#                                           hand-written CPython C-API code
+#   python3-pytest                          the Python module's tests
+#   python3-pip python3-venv                pip install . of the module without
+#   python3-setuptools python3-wheel        network access (docs/python.md)
 # With --ci:
 #   clang clang-format clang-tidy           the clang leg, the fuzz preset, lint
 #   libclang-rt-14-dev                      the sanitizer and libFuzzer runtimes
 #   libbenchmark-dev                        the bench preset (Google Benchmark)
+#   wrk                                     the router's overhead benchmark
 #   prometheus                              promtool, which checks the metrics
 #                                           exposition. Debian ships it only
 #                                           with the Prometheus server, whose
@@ -26,8 +39,8 @@
 #                                           systemd runs.
 set -eu
 
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libcpp-httplib-dev"
-ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus"
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libboost1.81-dev python3-dev pybind11-dev python3-pytest python3-pip python3-venv python3-setuptools python3-wheel"
+ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus wrk"
 
 case "${1:-}" in
   "") ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static checks: clang-format over include/ tests/ benchmarks/ examples/, and
+# Static checks: clang-format over include/ tests/ benchmarks/ examples/ python/src/, and
 # clang-tidy (.clang-tidy) over a translation unit that includes
 # kvroute/kvroute.hpp, kvroute/fmt.hpp and every kvroute/detail/ header
 # (diagnostics limited to include/kvroute/ by HeaderFilterRegex).
@@ -36,8 +36,8 @@ clang_format=${CLANG_FORMAT:-clang-format}
 clang_tidy=${CLANG_TIDY:-clang-tidy}
 status=0
 
-# Sources: C++ files under the four trees, never build output or corpora.
-mapfile -d '' files < <(find include tests benchmarks examples \
+# Sources: C++ files under these trees, never build output or corpora.
+mapfile -d '' files < <(find include tests benchmarks examples python/src \
   \( -path tests/fuzz/corpus -o -path tests/golden -o -name build \) -prune -o \
   -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' -o -name '*.cc' \) -print0 \
   2>/dev/null | sort -z)

@@ -65,6 +65,20 @@ TEST_CASE("any_policy: cache_aware's flags reach its options", "[any_policy]") {
   CHECK(o.balance_rel_threshold == 2.0);
   CHECK(o.eviction_interval == std::chrono::seconds(45));
   CHECK(o.max_tree_size == 4096u);
+  CHECK(o.max_models == 0u);
+}
+
+TEST_CASE("any_policy: --max-models reaches both tree-keeping policies", "[any_policy]") {
+  for (std::string_view policy : {"--policy=cache_aware", "--policy=least_prefill"}) {
+    std::vector<std::string_view> args = {policy, "--max-models", "3"};
+    auto cfg = kvroute::parse_policy_flags(args);
+    REQUIRE(cfg.ok());
+    auto p = make_policy(*cfg);
+    REQUIRE(p.ok());
+    if (const auto* ca = p->get<kvroute::CacheAware>()) CHECK(ca->options().max_models == 3u);
+    if (const auto* lp = p->get<kvroute::LeastPrefill>()) CHECK(lp->options().max_models == 3u);
+    CHECK((p->get<kvroute::CacheAware>() != nullptr || p->get<kvroute::LeastPrefill>() != nullptr));
+  }
 }
 
 TEST_CASE("any_policy: invalid configuration is an error", "[any_policy]") {

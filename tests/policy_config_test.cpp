@@ -37,8 +37,10 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
   CHECK(cfg->prefix_hash_load_factor == 1.25);
   CHECK(cfg->bucket_adjust_interval == std::chrono::seconds(5));
   CHECK(cfg->bounded_load_factor == 0.0);
-  CHECK(cfg->queue_weight == 0.4);
+  CHECK_FALSE(cfg->queue_weight.has_value());  // adaptive
+  CHECK(cfg->kv_capacity_tokens == 0);
   CHECK(cfg->chars_per_token == 4.0);
+  CHECK(cfg->max_models == 0u);
   CHECK(PolicyConfig{}.validate().ok());
 }
 
@@ -53,6 +55,7 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
                     "30",
                     "--max-tree-size",
                     "10000",
+                    "--max-models=7",
                     "--max-idle-secs=60",
                     "--assignment-mode",
                     "min_group",
@@ -64,6 +67,11 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
                     "10",
                     "--bounded-load-factor",
                     "1.5",
+                    "--queue-weight=0.25",
+                    "--kv-capacity-tokens",
+                    "500000",
+                    "--chars-per-token",
+                    "3.5",
                     "--seed",
                     "42"});
   REQUIRE(cfg.ok());
@@ -73,13 +81,23 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
   CHECK(cfg->balance_rel_threshold == 1.1);
   CHECK(cfg->eviction_interval == std::chrono::seconds(30));
   CHECK(cfg->max_tree_size == 10000u);
+  CHECK(cfg->max_models == 7u);
   CHECK(cfg->max_idle == std::chrono::seconds(60));
   CHECK(cfg->assignment_mode == kvroute::AssignmentMode::kMinGroup);
   CHECK(cfg->prefix_token_count == 5u);
   CHECK(cfg->prefix_hash_load_factor == 2.0);
   CHECK(cfg->bucket_adjust_interval == std::chrono::seconds(10));
   CHECK(cfg->bounded_load_factor == 1.5);
+  CHECK(cfg->queue_weight == 0.25);
+  CHECK(cfg->kv_capacity_tokens == 500000);
+  CHECK(cfg->chars_per_token == 3.5);
   CHECK(cfg->seed == 42u);
+}
+
+TEST_CASE("config: --queue-weight adaptive restores the adaptive rule", "[config]") {
+  auto cfg = parse({"--queue-weight", "1", "--queue-weight", "adaptive"});
+  REQUIRE(cfg.ok());
+  CHECK_FALSE(cfg->queue_weight.has_value());
 }
 
 TEST_CASE("config: launcher aliases and the --router- prefix", "[config]") {
@@ -151,6 +169,13 @@ TEST_CASE("config: errors name the flag and the value", "[config]") {
              Catch::Contains("--bounded-load-factor") && Catch::Contains("0.5"));
   CHECK_THAT(error_of({"--queue-weight", "-0.5"}),
              Catch::Contains("--queue-weight") && Catch::Contains("-0.5"));
+  CHECK_THAT(error_of({"--queue-weight", "fast"}), Catch::Contains("--queue-weight") &&
+                                                       Catch::Contains("'fast'") &&
+                                                       Catch::Contains("adaptive"));
+  CHECK_THAT(error_of({"--kv-capacity-tokens", "-5"}),
+             Catch::Contains("kv_capacity_tokens") && Catch::Contains("-5"));
+  CHECK_THAT(error_of({"--kv-capacity-tokens", "1.5"}),
+             Catch::Contains("--kv-capacity-tokens") && Catch::Contains("'1.5'"));
   CHECK_THAT(error_of({"--chars-per-token", "0"}), Catch::Contains("--chars-per-token"));
   CHECK_THAT(error_of({"--assignment-mode", "fair"}),
              Catch::Contains("--assignment-mode") && Catch::Contains("'fair'"));

@@ -1,5 +1,14 @@
+// -----------------------------------------------------------------------------
+// File: http_router/request_text.hpp
+// -----------------------------------------------------------------------------
+//
 // Routing text from request bodies, the way sgl-model-gateway extracts it
-// (its spec, section 5.2): what kvroute's text policies match on.
+// (its spec, section 5.2): what kvroute's text policies match on. Fields of
+// an unexpected type are skipped here; body_check.hpp rejects them first,
+// so that a client learns which field is wrong.
+//
+// Thread safety: pure functions. Never throws on any JSON value (fuzzed by
+// tests/fuzz/request_text_fuzz.cpp).
 #ifndef KVROUTE_EXAMPLES_HTTP_ROUTER_REQUEST_TEXT_HPP_
 #define KVROUTE_EXAMPLES_HTTP_ROUTER_REQUEST_TEXT_HPP_
 
@@ -24,8 +33,9 @@ inline std::string content_text(const nlohmann::json& content) {
   std::string out;
   if (content.is_array()) {
     for (const auto& part : content) {
-      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-          part["text"].is_string()) {
+      // value("type", "") would throw on a non-string type: compare instead.
+      if (part.is_object() && part.contains("type") && part["type"] == "text" &&
+          part.contains("text") && part["text"].is_string()) {
         join(out, part["text"].get<std::string>());
       }
     }
@@ -82,33 +92,6 @@ inline std::string routing_text(std::string_view path, const nlohmann::json& bod
     }
   }
   return out;
-}
-
-// Cached and prompt token counts a server reported in a response body:
-// SGLang's meta_info.{cached_tokens,prompt_tokens} or OpenAI-style
-// usage.{prompt_tokens_details.cached_tokens,prompt_tokens}. False when the
-// body says neither.
-inline bool reported_cache(const nlohmann::json& body, long long* cached, long long* prompt) {
-  if (!body.is_object()) return false;
-  if (body.contains("meta_info") && body["meta_info"].is_object()) {
-    const auto& m = body["meta_info"];
-    if (m.contains("cached_tokens") && m["cached_tokens"].is_number_integer()) {
-      *cached = m["cached_tokens"].get<long long>();
-      *prompt = m.value("prompt_tokens", 0LL);
-      return true;
-    }
-  }
-  if (body.contains("usage") && body["usage"].is_object()) {
-    const auto& u = body["usage"];
-    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object() &&
-        u["prompt_tokens_details"].contains("cached_tokens") &&
-        u["prompt_tokens_details"]["cached_tokens"].is_number_integer()) {
-      *cached = u["prompt_tokens_details"]["cached_tokens"].get<long long>();
-      *prompt = u.value("prompt_tokens", 0LL);
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace kvexample

@@ -1,14 +1,18 @@
-// kvroute_sim: replays a request trace against simulated inference servers
-// with exact prefix KV caches, once per routing policy, and compares hit
-// rate and time to first token. See examples/sim/README.md.
+// kvroute_sim: replays a request trace against simulated inference servers,
+// once per routing policy, and compares hit rate and time to first token.
+// See examples/sim/README.md.
 //
 //   kvroute_sim [TRACE] [-n N] [--speed S] [--json FILE] [--svg FILE] [flags]
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,14 +30,24 @@ TRACE is a file (Mooncake JSONL with hash_ids, or JSONL of text requests
 generator: chat (default), agent, batch.
 
   -n N                  keep the first N requests (generators: make N; default 2000)
-  --speed S             divide arrival times by S (default 1)
+  --speed S             divide arrival times by S (default 1; closed loop: the
+                        sessions' start times only)
   --servers N           servers (default 8)
-  --cache-tokens T      KV cache per server, tokens (default 1000000)
-  --prefill-rate R      prefill tokens per second (default 20000)
-  --tpot S              seconds per output token (default 0.025)
+  --cache-tokens T      per server: KV pool (sglang) or prefix cache (simple),
+                        tokens (default 1000000)
+  --server-model M      sglang (default): SGLang's scheduler, closed-loop
+                        sessions; simple: FIFO prefill at a fixed rate, open loop
+  --open-loop           sglang: send every request at its trace time
+  --chunked-prefill-size N  sglang: new tokens per prefill step (default 8192)
+  --prefill-step-ms X, --prefill-token-us X, --prefill-pair-ns X,
+  --decode-step-ms X, --decode-seq-us X, --decode-ctx-ns X
+                        sglang: step time constants (defaults: Llama-2-70B on
+                        8 x H100, see README)
+  --prefill-rate R      simple: prefill tokens per second (default 20000)
+  --tpot S              simple: seconds per output token (default 0.025)
   --chars-per-token C   characters of routing text per token (default 4)
   --seed N              seed of every policy (default 1)
-  --lp-queue-weight W   least_prefill's queue_weight (default 0.4)
+  --lp-queue-weight W   least_prefill's queue_weight
   --lp-tree-scale X     least_prefill's max_tree_size in server caches
                         (default: the policy's, 2^26 characters)
   --ca-recency-shift S  cache_aware's recency_shift, 0 to 16 (default 6:
@@ -42,11 +56,12 @@ generator: chat (default), agent, batch.
                         cache_aware's feedback_slack_stamps (default 0)
   --ca-tenant-rule R    cache_aware's choice among the deepest matched
                         node's tenants: least_loaded (default) or most_recent
-  --policies a,b,...    run these (default: all; extra: least_prefill_nofeedback)
+  --policies a,b,...    run these (default: all but the extra ones)
   --json FILE           write results as JSON
   --svg FILE            write a chart (hit rate and p99 TTFT per policy)
   -q                    no progress on stderr
-)";
+
+policies: )";
 
 struct Args {
   std::string trace = "chat";
@@ -64,84 +79,121 @@ struct Args {
   std::exit(2);
 }
 
-double num(const std::string& flag, const char* v) {
+double positive(const std::string& flag, const char* v) {
   char* end = nullptr;
   const double d = std::strtod(v, &end);
   if (end == v || *end != '\0' || !(d > 0)) die(flag + ": '" + v + "' is not a positive number");
   return d;
 }
 
+// A whole number from `lo` up.
+std::int64_t integer(const std::string& flag, const char* v, std::int64_t lo = 1) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || errno != 0 || x < lo) {
+    die(flag + ": '" + v + "' is not an integer" +
+        (lo == 1 ? " >= 1" : " >= " + std::to_string(lo)));
+  }
+  return x;
+}
+
+std::vector<std::string> policy_list(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t p = 0; p <= s.size();) {
+    std::size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  for (const std::string& p : out) {
+    if (!kvsim::is_policy_name(p)) {
+      die("unknown policy '" + p + "' (policies: " + kvsim::policy_names_text() + ")");
+    }
+  }
+  return out;
+}
+
+using Handler = std::function<void(const char*)>;
+
+// Flags that take a value, by name.
+std::map<std::string, Handler> value_flags(Args& a) {
+  kvsim::SimConfig& c = a.cfg;
+  kvsim::SglangModel& m = c.sglang;
+  auto ms = [](double& x, double scale, const char* f) {
+    return [&x, scale, f](const char* v) { x = positive(f, v) * scale; };
+  };
+  return {
+      {"-n", [&](const char* v) { a.n = static_cast<std::size_t>(integer("-n", v)); }},
+      {"--speed", [&](const char* v) { a.speed = positive("--speed", v); }},
+      {"--servers", [&](const char* v) { c.servers = static_cast<int>(integer("--servers", v)); }},
+      {"--cache-tokens", [&](const char* v) { c.cache_tokens = integer("--cache-tokens", v); }},
+      {"--server-model",
+       [&](const char* v) {
+         const std::string s = v;
+         if (s != "sglang" && s != "simple")
+           die("--server-model: '" + s + "' is not sglang or simple");
+         c.server_model = s == "sglang" ? kvsim::ServerModel::kSglang : kvsim::ServerModel::kSimple;
+       }},
+      {"--chunked-prefill-size",
+       [&](const char* v) { m.chunked_prefill_size = integer("--chunked-prefill-size", v); }},
+      {"--prefill-step-ms", ms(m.prefill_step_s, 1e-3, "--prefill-step-ms")},
+      {"--prefill-token-us", ms(m.prefill_token_s, 1e-6, "--prefill-token-us")},
+      {"--prefill-pair-ns", ms(m.prefill_pair_s, 1e-9, "--prefill-pair-ns")},
+      {"--decode-step-ms", ms(m.decode_step_s, 1e-3, "--decode-step-ms")},
+      {"--decode-seq-us", ms(m.decode_seq_s, 1e-6, "--decode-seq-us")},
+      {"--decode-ctx-ns", ms(m.decode_ctx_s, 1e-9, "--decode-ctx-ns")},
+      {"--prefill-rate", ms(c.prefill_rate, 1, "--prefill-rate")},
+      {"--tpot", ms(c.tpot, 1, "--tpot")},
+      {"--chars-per-token", ms(a.cpt, 1, "--chars-per-token")},
+      {"--lp-queue-weight", ms(c.lp_queue_weight, 1, "--lp-queue-weight")},
+      {"--lp-tree-scale", ms(c.lp_tree_scale, 1, "--lp-tree-scale")},
+      {"--seed",
+       [&](const char* v) { c.seed = static_cast<std::uint64_t>(integer("--seed", v, 0)); }},
+      {"--ca-recency-shift",
+       [&](const char* v) {
+         const std::int64_t s = integer("--ca-recency-shift", v, 0);
+         if (s > kvroute::ApproxRadixTree::kMaxRecencyShift) {
+           die(std::string("--ca-recency-shift: '") + v + "' is not an integer from 0 to 16");
+         }
+         c.ca_recency_shift = static_cast<unsigned>(s);
+       }},
+      {"--ca-tenant-rule",
+       [&](const char* v) {
+         const std::string s = v;
+         if (s != "least_loaded" && s != "most_recent") {
+           die("--ca-tenant-rule: '" + s + "' is not least_loaded or most_recent");
+         }
+         c.ca_tenant_rule = s == "least_loaded" ? kvroute::CacheAware::TenantRule::kLeastLoaded
+                                                : kvroute::CacheAware::TenantRule::kMostRecent;
+       }},
+      {"--ca-feedback-slack-stamps",
+       [&](const char* v) {
+         c.ca_feedback_slack_stamps =
+             static_cast<std::uint64_t>(integer("--ca-feedback-slack-stamps", v, 0));
+       }},
+      {"--policies", [&](const char* v) { a.policies = policy_list(v); }},
+      {"--json", [&](const char* v) { a.json = v; }},
+      {"--svg", [&](const char* v) { a.svg = v; }},
+  };
+}
+
 Args parse(int argc, char** argv) {
   Args a;
+  const std::map<std::string, Handler> flags = value_flags(a);
   bool have_trace = false;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) die(f + ": missing value");
-      return argv[++i];
-    };
     if (f == "-h" || f == "--help") {
-      fmt::print("{}", kUsage);
+      fmt::print("{}{}\n", kUsage, kvsim::policy_names_text());
       std::exit(0);
-    } else if (f == "-n") {
-      a.n = static_cast<std::size_t>(num(f, val()));
-    } else if (f == "--speed") {
-      a.speed = num(f, val());
-    } else if (f == "--servers") {
-      a.cfg.servers = static_cast<int>(num(f, val()));
-    } else if (f == "--cache-tokens") {
-      a.cfg.cache_tokens = static_cast<std::int64_t>(num(f, val()));
-    } else if (f == "--prefill-rate") {
-      a.cfg.prefill_rate = num(f, val());
-    } else if (f == "--tpot") {
-      a.cfg.tpot = num(f, val());
-    } else if (f == "--chars-per-token") {
-      a.cpt = num(f, val());
-    } else if (f == "--lp-queue-weight") {
-      a.cfg.lp_queue_weight = num(f, val());
-    } else if (f == "--lp-tree-scale") {
-      a.cfg.lp_tree_scale = num(f, val());
-    } else if (f == "--ca-recency-shift") {
-      const char* v = val();
-      char* end = nullptr;
-      const unsigned long s = std::strtoul(v, &end, 10);
-      if (end == v || *end != '\0' || s > kvroute::ApproxRadixTree::kMaxRecencyShift) {
-        die(f + ": '" + v + "' is not an integer from 0 to 16");
-      }
-      a.cfg.ca_recency_shift = static_cast<unsigned>(s);
-    } else if (f == "--ca-tenant-rule") {
-      const std::string v = val();
-      if (v == "least_loaded") {
-        a.cfg.ca_tenant_rule = kvroute::CacheAware::TenantRule::kLeastLoaded;
-      } else if (v == "most_recent") {
-        a.cfg.ca_tenant_rule = kvroute::CacheAware::TenantRule::kMostRecent;
-      } else {
-        die(f + ": '" + v + "' is not least_loaded or most_recent");
-      }
-    } else if (f == "--ca-feedback-slack-stamps") {
-      const char* v = val();
-      char* end = nullptr;
-      const unsigned long long k = std::strtoull(v, &end, 10);
-      if (end == v || *end != '\0' || v[0] == '-') {
-        die(f + ": '" + v + "' is not a non-negative integer");
-      }
-      a.cfg.ca_feedback_slack_stamps = k;
-    } else if (f == "--seed") {
-      a.cfg.seed = static_cast<std::uint64_t>(num(f, val()));
-    } else if (f == "--policies") {
-      std::string s = val();
-      for (std::size_t p = 0; p <= s.size();) {
-        std::size_t q = s.find(',', p);
-        if (q == std::string::npos) q = s.size();
-        if (q > p) a.policies.push_back(s.substr(p, q - p));
-        p = q + 1;
-      }
-    } else if (f == "--json") {
-      a.json = val();
-    } else if (f == "--svg") {
-      a.svg = val();
     } else if (f == "-q") {
       a.quiet = true;
+    } else if (f == "--open-loop") {
+      a.cfg.closed_loop = false;
+    } else if (auto it = flags.find(f); it != flags.end()) {
+      if (i + 1 >= argc) die(f + ": missing value");
+      it->second(argv[++i]);
     } else if (!f.empty() && f[0] == '-') {
       die("unknown flag " + f + " (see --help)");
     } else if (!have_trace) {
@@ -155,10 +207,31 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// Fails now, before any simulation, when `path` cannot be written. Leaves
+// an existing file as it was and no new one behind.
+void check_writable(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  std::FILE* probe = std::fopen(path.c_str(), "r");
+  const bool existed = probe != nullptr;
+  if (probe != nullptr) std::fclose(probe);
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) die(flag + " " + path + ": cannot write (" + std::strerror(errno) + ")");
+  std::fclose(f);
+  if (!existed) std::remove(path.c_str());
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream f(path);
+  f << content;
+  if (!f) die(path + ": cannot write");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
+  check_writable("--json", a.json);
+  check_writable("--svg", a.svg);
   a.cfg.progress = !a.quiet;
   kvsim::Trace tr;
   try {
@@ -168,13 +241,10 @@ int main(int argc, char** argv) {
   }
   kvsim::shape(tr, a.n, a.speed);
   kvsim::infer_sessions(tr);
+  kvsim::link_sessions(tr);
   if (a.speed != 1) tr.name += fmt::format(" (speed {})", a.speed);
 
-  kvsim::Report rep;
-  rep.trace = tr.name;
-  rep.servers = a.cfg.servers;
-  rep.requests = tr.requests.size();
-  rep.ideal_hit_rate = kvsim::ideal_hit_rate(tr);
+  kvsim::Report rep = kvsim::make_report(tr, a.cfg);
   for (const std::string& p : a.policies) {
     try {
       rep.policies.push_back(kvsim::run_policy(tr, p, a.cfg));
@@ -184,15 +254,7 @@ int main(int argc, char** argv) {
     if (!a.quiet) fmt::print(stderr, "  {:<24} done\n", p);
   }
   fmt::print("{}", kvsim::table(rep));
-  if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    f << kvsim::to_json(rep).dump(2) << "\n";
-    if (!f) die(a.json + ": cannot write");
-  }
-  if (!a.svg.empty()) {
-    std::ofstream f(a.svg);
-    f << kvsim::svg(rep);
-    if (!f) die(a.svg + ": cannot write");
-  }
+  if (!a.json.empty()) write_file(a.json, kvsim::to_json(rep).dump(2) + "\n");
+  if (!a.svg.empty()) write_file(a.svg, kvsim::svg(rep));
   return 0;
 }

@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "sim/simulator.hpp"
+#include "sim/config.hpp"
+#include "sim/result.hpp"
+#include "sim/server.hpp"
+#include "sim/trace.hpp"
 
 namespace kvsim {
 
@@ -20,8 +23,39 @@ struct Report {
   int servers = 0;
   std::size_t requests = 0;
   double ideal_hit_rate = 0;
+  std::string model;  // the server model, in words
   std::vector<PolicyResult> policies;
 };
+
+inline std::string model_text(const SimConfig& c) {
+  if (c.server_model == ServerModel::kSimple) {
+    return fmt::format(
+        "simple servers: FIFO prefill at {:g} tokens/s, {:g} s per output token, "
+        "{} cached tokens each; open loop",
+        c.prefill_rate, c.tpot, c.cache_tokens);
+  }
+  return fmt::format("sglang servers: chunked prefill {}, KV pool {} tokens each; {}",
+                     c.sglang.chunked_prefill_size, c.cache_tokens,
+                     c.closed_loop ? "closed-loop sessions" : "open loop");
+}
+
+// The report's header fields for `tr` run under `cfg`.
+inline Report make_report(const Trace& tr, const SimConfig& cfg) {
+  Report rep;
+  rep.trace = tr.name;
+  rep.servers = cfg.servers;
+  rep.requests = tr.requests.size();
+  rep.ideal_hit_rate = ideal_hit_rate(tr);
+  rep.model = model_text(cfg);
+  return rep;
+}
+
+// One line per column of table().
+inline constexpr const char* kLegend =
+    "hit: cached / prompt tokens; ttft_*: time to first token, mean, median, 99th percentile;\n"
+    "imbal: most prefilled tokens on one server / the servers' mean; sel_us, sel_p99: the\n"
+    "router's decision time, mean and 99th percentile, wall-clock microseconds; rej: requests\n"
+    "larger than a server's KV pool (rejected); branches: the decisions' branches\n";
 
 inline std::string branches_text(const PolicyResult& p) {
   std::vector<std::pair<std::int64_t, std::string>> v;
@@ -37,17 +71,18 @@ inline std::string branches_text(const PolicyResult& p) {
 
 inline std::string table(const Report& r) {
   std::string out = fmt::format(
-      "trace {}: {} requests, {} servers, ideal hit rate (one infinite cache) {:.3f}\n\n", r.trace,
-      r.requests, r.servers, r.ideal_hit_rate);
-  out += fmt::format("{:<25} {:>6} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9}  {}\n", "policy", "hit",
-                     "ttft_mean", "ttft_p50", "ttft_p99", "imbal", "sel_us", "sel_p99", "branches");
+      "trace {}: {} requests, {} servers, ideal hit rate (one infinite cache) {:.3f}\n{}\n\n",
+      r.trace, r.requests, r.servers, r.ideal_hit_rate, r.model);
+  out += fmt::format("{:<25} {:>6} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>4}  {}\n", "policy",
+                     "hit", "ttft_mean", "ttft_p50", "ttft_p99", "imbal", "sel_us", "sel_p99",
+                     "rej", "branches");
   for (const PolicyResult& p : r.policies) {
     out += fmt::format(
-        "{:<25} {:>6.3f} {:>8.3f}s {:>8.3f}s {:>8.3f}s {:>6.2f} {:>9.2f} {:>9.2f}  {}\n", p.name,
-        p.hit_rate, p.ttft_mean, p.ttft_p50, p.ttft_p99, p.imbalance, p.select_us_mean,
-        p.select_us_p99, branches_text(p));
+        "{:<25} {:>6.3f} {:>8.3f}s {:>8.3f}s {:>8.3f}s {:>6.2f} {:>9.2f} {:>9.2f} {:>4}  {}\n",
+        p.name, p.hit_rate, p.ttft_mean, p.ttft_p50, p.ttft_p99, p.imbalance, p.select_us_mean,
+        p.select_us_p99, p.rejected, branches_text(p));
   }
-  return out;
+  return out + "\n" + kLegend;
 }
 
 // Keys in the documented order.
@@ -56,6 +91,7 @@ inline nlohmann::ordered_json to_json(const Report& r) {
   j["trace"] = r.trace;
   j["servers"] = r.servers;
   j["ideal_hit_rate"] = r.ideal_hit_rate;
+  j["model"] = r.model;
   j["policies"] = nlohmann::ordered_json::array();
   for (const PolicyResult& p : r.policies) {
     nlohmann::ordered_json b = nlohmann::ordered_json::object();
@@ -68,6 +104,7 @@ inline nlohmann::ordered_json to_json(const Report& r) {
                              {"imbalance", p.imbalance},
                              {"select_us_mean", p.select_us_mean},
                              {"select_us_p99", p.select_us_p99},
+                             {"rejected", p.rejected},
                              {"branches", b}});
   }
   return j;
@@ -96,13 +133,62 @@ inline std::string xml_escape(std::string_view s) {
   return o;
 }
 
+// The bar colour of a policy, and the legend's classes in that order.
+inline const char* bar_color(std::string_view name) {
+  if (name == "oracle" || name == "sticky") return "#999999";
+  if (name.rfind("least_prefill", 0) == 0) return "#d62728";
+  if (name.rfind("cache_aware", 0) == 0) return "#ff7f0e";
+  return "#1f77b4";
+}
+inline constexpr std::pair<const char*, const char*> kSvgLegend[] = {
+    {"#d62728", "least_prefill"},
+    {"#ff7f0e", "cache_aware"},
+    {"#1f77b4", "other kvroute policies"},
+    {"#999999", "references (oracle, sticky)"},
+};
+
+// The legend row at height y: one swatch per colour class, then the ideal
+// hit rate's dashed line.
+inline std::string svg_legend(int x, int y) {
+  std::string s = fmt::format("<g class=\"legend\">\n");
+  for (const auto& [color, label] : kSvgLegend) {
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", x,
+                     y - 10, color);
+    s += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", x + 16, y, label);
+    x += 24 + 7 * static_cast<int>(std::string_view(label).size());
+  }
+  s += fmt::format(
+      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\" "
+      "stroke-dasharray=\"4,3\"/>\n",
+      x, y - 4, x + 20, y - 4);
+  s += fmt::format("<text x=\"{}\" y=\"{}\">ideal hit rate</text>\n</g>\n", x + 24, y);
+  return s;
+}
+
+// One row of bars: the policy's hit rate at x1 and its p99 TTFT at x2
+// (`w2` pixels).
+inline std::string svg_row(const PolicyResult& p, int y, int x1, int x2, int label_w, int panel_w,
+                           int row, double w2) {
+  const char* color = bar_color(p.name);
+  std::string s = fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+                              label_w - 8, y + 14, xml_escape(p.name));
+  const double w1 = std::clamp(p.hit_rate, 0.0, 1.0) * panel_w;
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", x1,
+                   y + 2, w1, row - 6, color);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.3f}</text>\n", x1 + w1 + 4, y + 14, p.hit_rate);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", x2,
+                   y + 2, w2, row - 6, color);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f}</text>\n", x2 + w2 + 4, y + 14, p.ttft_p99);
+  return s;
+}
+
 // Two horizontal bar panels: hit rate (with the ideal as a line) and p99
-// TTFT (log scale), one row per policy.
+// TTFT (log scale), one row per policy, and a legend of the colours.
 inline std::string svg(const Report& r) {
   const int row = 22, top = 56, label_w = 190, panel_w = 300, gap = 60;
   const int n = static_cast<int>(r.policies.size());
   const int width = label_w + 2 * panel_w + gap + 80;
-  const int height = top + n * row + 40;
+  const int height = top + n * row + 64;
   double max_p99 = 0.001, min_p99 = 1e9;
   for (const PolicyResult& p : r.policies) {
     max_p99 = std::max(max_p99, p.ttft_p99);
@@ -130,24 +216,7 @@ inline std::string svg(const Report& r) {
   s += fmt::format("<text x=\"{}\" y=\"44\">p99 TTFT, s (log scale)</text>\n", x2);
   for (int i = 0; i < n; ++i) {
     const PolicyResult& p = r.policies[static_cast<std::size_t>(i)];
-    const int y = top + i * row;
-    const bool ref = p.name == "oracle" || p.name == "sticky";
-    const char* color = ref ? "#999999"
-                            : (p.name.rfind("least_prefill", 0) == 0 ? "#d62728"
-                               : p.name.rfind("cache_aware", 0) == 0 ? "#ff7f0e"
-                                                                     : "#1f77b4");
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 8, y + 14,
-                     xml_escape(p.name));
-    const double w1 = std::clamp(p.hit_rate, 0.0, 1.0) * panel_w;
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", x1,
-                     y + 2, w1, row - 6, color);
-    s +=
-        fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.3f}</text>\n", x1 + w1 + 4, y + 14, p.hit_rate);
-    const double w2 = px_p99(p.ttft_p99);
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", x2,
-                     y + 2, w2, row - 6, color);
-    s +=
-        fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f}</text>\n", x2 + w2 + 4, y + 14, p.ttft_p99);
+    s += svg_row(p, top + i * row, x1, x2, label_w, panel_w, row, px_p99(p.ttft_p99));
   }
   const double ix = x1 + std::clamp(r.ideal_hit_rate, 0.0, 1.0) * panel_w;
   s += fmt::format(
@@ -158,6 +227,7 @@ inline std::string svg(const Report& r) {
                    top - 4, x1, top + n * row);
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", x2,
                    top - 4, x2, top + n * row);
+  s += svg_legend(10, top + n * row + 34);
   s += "</svg>\n";
   return s;
 }

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -33,7 +34,9 @@ namespace kvsim {
 inline constexpr std::int64_t kBlockTokens = 512;
 
 struct SimRequest {
-  double t = 0;  // arrival, seconds
+  double t = 0;        // arrival, seconds (after --speed)
+  double t_trace = 0;  // arrival as the trace has it, seconds from its first
+  double think = -1;   // the trace's think time before this request, s (< 0: none)
   std::int64_t input_tokens = 0;
   std::int64_t output_tokens = 0;
   std::vector<std::uint64_t> blocks;  // chained block ids (prefix hashes)
@@ -49,9 +52,14 @@ struct SimRequest {
   }
 };
 
+inline constexpr std::size_t kNoRequest = static_cast<std::size_t>(-1);
+
 struct Trace {
   std::string name;
   std::vector<SimRequest> requests;
+  // Per request: the session's previous and next request (kNoRequest: none), in
+  // trace order; see link_sessions().
+  std::vector<std::size_t> prev_in_session, next_in_session;
   bool has_sessions = false;  // from the input, not inferred
   double chars_per_token = 4.0;
 };
@@ -173,6 +181,12 @@ inline double number(const nlohmann::json& j, const char* name, const std::strin
   return d;
 }
 
+inline std::string seconds(double t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", t);
+  return buf;
+}
+
 inline std::string session_of(const nlohmann::json& j, const std::string& where) {
   auto it = j.find("session");
   if (it == j.end() || it->is_null()) return {};
@@ -249,12 +263,16 @@ inline Trace parse_jsonl(std::string_view data, const std::string& name, double 
                             : 128;
       chain_text(r, chars_per_token);
     }
+    if (j.contains("think_time")) r.think = detail::number(j, "think_time", where);
+    if (!tr.requests.empty() && r.t < tr.requests.back().t) {
+      throw TraceError(where + ": timestamp " + detail::seconds(r.t) +
+                       " is earlier than the previous request's " +
+                       detail::seconds(tr.requests.back().t) + " (requests must be in time order)");
+    }
     if (!r.session.empty()) tr.has_sessions = true;
     tr.requests.push_back(std::move(r));
   }
   if (tr.requests.empty()) throw TraceError(name + ": no requests");
-  std::stable_sort(tr.requests.begin(), tr.requests.end(),
-                   [](const SimRequest& a, const SimRequest& b) { return a.t < b.t; });
   return tr;
 }
 
@@ -337,7 +355,7 @@ inline Trace generate(std::string_view gen, std::size_t n, double chars_per_toke
         s.turns_left = static_cast<int>(uni(1, 8));
       }
       live.push_back(std::move(s));
-      next_session_t += expo(agent ? 1.0 : 0.12);
+      next_session_t += expo(agent ? 1.0 : 0.02);
       continue;
     }
     Session& s = live[best];
@@ -386,15 +404,34 @@ inline void infer_sessions(Trace& tr, std::size_t min_blocks = 3) {
   }
 }
 
-// Keeps the first n requests (0 = all) and divides arrival times by speed.
+// Keeps the first n requests (0 = all), starts the clock at the first one
+// (t_trace) and divides arrival times by speed (t).
 inline void shape(Trace& tr, std::size_t n, double speed) {
   if (n != 0 && tr.requests.size() > n) tr.requests.resize(n);
-  if (speed > 0 && speed != 1) {
-    for (SimRequest& r : tr.requests) r.t /= speed;
+  if (tr.requests.empty()) return;
+  const double t0 = tr.requests.front().t;
+  for (SimRequest& r : tr.requests) {
+    r.t_trace = r.t - t0;
+    r.t = speed > 0 ? r.t_trace / speed : r.t_trace;
   }
-  if (!tr.requests.empty()) {
-    const double t0 = tr.requests.front().t;
-    for (SimRequest& r : tr.requests) r.t -= t0;
+}
+
+// Fills prev_in_session and next_in_session (requests without a session
+// are alone in theirs).
+inline void link_sessions(Trace& tr) {
+  const std::size_t n = tr.requests.size();
+  tr.prev_in_session.assign(n, kNoRequest);
+  tr.next_in_session.assign(n, kNoRequest);
+  std::unordered_map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& s = tr.requests[i].session;
+    if (s.empty()) continue;
+    auto [it, fresh] = last.try_emplace(s, i);
+    if (!fresh) {
+      tr.prev_in_session[i] = it->second;
+      tr.next_in_session[it->second] = i;
+      it->second = i;
+    }
   }
 }
 

@@ -152,7 +152,7 @@ class AnyPolicy {
         return 0;
       }
     }
-    static constexpr bool kShares = requires(P& p, sync::StateSink* s) { p.set_state_sink(s); };
+    static constexpr bool kShares = requires(P & p, sync::StateSink* s) { p.set_state_sink(s); };
     bool shares_state() const noexcept override { return kShares; }
     void set_state_sink(sync::StateSink* sink) noexcept override {
       if constexpr (kShares) policy.set_state_sink(sink);
@@ -213,14 +213,17 @@ inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
                               .eviction_interval = cfg.eviction_interval,
                               .max_tree_size = cfg.max_tree_size,
                               .chars_per_token = cfg.chars_per_token,
+                              .max_models = cfg.max_models,
                               .clock = &clock,
                               .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
       return AnyPolicy::make<LeastPrefill>(
           LeastPrefill::Options{.chars_per_token = cfg.chars_per_token,
-                                .queue_weight = cfg.queue_weight,
+                                .queue_weight = cfg.queue_weight.value_or(-1),
                                 .eviction_interval = cfg.eviction_interval,
                                 .max_tree_size = cfg.max_tree_size,
+                                .kv_capacity_tokens = cfg.kv_capacity_tokens,
+                                .max_models = cfg.max_models,
                                 .clock = &clock,
                                 .seed = cfg.seed});
   }

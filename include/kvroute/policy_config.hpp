@@ -14,13 +14,15 @@
 //   --balance-rel-threshold         1.5         balance_rel_threshold  >= 1
 //   --eviction-interval             120         eviction_interval (s)  > 0
 //   --max-tree-size                 67108864    max_tree_size (chars)  > 0
+//   --max-models                    0 (no cap)  max_models
 //   --max-idle-secs                 14400       max_idle (s)
 //   --assignment-mode               random      assignment_mode
 //   --prefix-token-count            256         prefix_token_count     > 0
 //   --prefix-hash-load-factor       1.25        prefix_hash_load_factor >= 1
 //   --bucket-adjust-interval-secs   5           bucket_adjust_interval [1, 2^32)
 //   --bounded-load-factor           0 (off)     bounded_load_factor    0 or >= 1
-//   --queue-weight                  0.4         queue_weight           >= 0
+//   --queue-weight                  adaptive    queue_weight           adaptive or >= 0
+//   --kv-capacity-tokens            0 (unknown) kv_capacity_tokens     >= 0
 //   --chars-per-token               4           chars_per_token        > 0
 //   --seed                          fixed       seed
 //
@@ -166,6 +168,10 @@ struct PolicyConfig {
   double balance_rel_threshold = 1.5;
   std::chrono::seconds eviction_interval{120};
   std::uint64_t max_tree_size = std::uint64_t{1} << 26;
+  // cache_aware and least_prefill (kvroute's own): most model trees kept,
+  // the least recently used dropped beyond it; 0 keeps every model's tree,
+  // as the gateway does.
+  std::uint64_t max_models = 0;
 
   // manual.
   std::chrono::seconds max_idle{14400};
@@ -183,8 +189,11 @@ struct PolicyConfig {
 
   // least_prefill (kvroute's own; it also reads eviction_interval and
   // max_tree_size): the weight of queued prefill work against this
-  // request's uncached work, and characters per token.
-  double queue_weight = 0.4;
+  // request's uncached work (none: adaptive, as least_prefill.hpp derives;
+  // a number: that fixed weight), the servers' KV pool in tokens for the
+  // adaptive rule (0: unknown), and characters per token.
+  std::optional<double> queue_weight;
+  std::int64_t kv_capacity_tokens = 0;
   double chars_per_token = 4.0;
 
   // Every randomised choice.
@@ -251,8 +260,13 @@ inline absl::Status PolicyConfig::validate() const {
     return bad("bounded_load_factor", "--bounded-load-factor", show(bounded_load_factor),
                "must be 0 (off) or finite and >= 1");
   }
-  if (!(queue_weight >= 0.0) || std::isinf(queue_weight)) {
-    return bad("queue_weight", "--queue-weight", show(queue_weight), "must be finite and >= 0");
+  if (queue_weight && (!(*queue_weight >= 0.0) || std::isinf(*queue_weight))) {
+    return bad("queue_weight", "--queue-weight", show(*queue_weight),
+               "must be finite and >= 0 (or unset: adaptive)");
+  }
+  if (kv_capacity_tokens < 0) {
+    return bad("kv_capacity_tokens", "--kv-capacity-tokens", absl::StrCat(kv_capacity_tokens),
+               "must be >= 0 (0: unknown)");
   }
   if (!(chars_per_token > 0.0) || std::isinf(chars_per_token)) {
     return bad("chars_per_token", "--chars-per-token", show(chars_per_token),
@@ -274,6 +288,33 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v, doubl
                                                    ": ", quoted(v), " is not a number"));
   }
   out = d;
+  return absl::OkStatus();
+}
+
+// "adaptive", or a number.
+inline absl::Status parse_value(std::string_view flag, std::string_view v,
+                                std::optional<double>& out) {
+  if (v == "adaptive") {
+    out.reset();
+    return absl::OkStatus();
+  }
+  double d = 0;
+  if (absl::Status s = parse_value(flag, v, d); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": ", quoted(v),
+                                                   " is neither 'adaptive' nor a number"));
+  }
+  out = d;
+  return absl::OkStatus();
+}
+
+inline absl::Status parse_value(std::string_view flag, std::string_view v, std::int64_t& out) {
+  std::int64_t i = 0;
+  if (!absl::SimpleAtoi(absl::string_view(v.data(), v.size()), &i)) {
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": ", quoted(v), " is not an integer"));
+  }
+  out = i;
   return absl::OkStatus();
 }
 
@@ -316,7 +357,7 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
 namespace detail {
 
 // Every flag parse_policy_flags reads, without its "--" (and "router-").
-inline constexpr std::array<std::string_view, 16> kPolicyFlags = {
+inline constexpr std::array<std::string_view, 18> kPolicyFlags = {
     "policy",
     "cache-threshold",
     "balance-abs-threshold",
@@ -324,6 +365,7 @@ inline constexpr std::array<std::string_view, 16> kPolicyFlags = {
     "eviction-interval",
     "eviction-interval-secs",
     "max-tree-size",
+    "max-models",
     "max-idle-secs",
     "assignment-mode",
     "prefix-token-count",
@@ -331,6 +373,7 @@ inline constexpr std::array<std::string_view, 16> kPolicyFlags = {
     "bucket-adjust-interval-secs",
     "bounded-load-factor",
     "queue-weight",
+    "kv-capacity-tokens",
     "chars-per-token",
     "seed",
 };
@@ -355,6 +398,7 @@ inline absl::Status set_policy_flag(PolicyConfig& cfg, std::string_view name, st
     return parse_value(flag, v, cfg.eviction_interval);
   }
   if (name == "max-tree-size") return parse_value(flag, v, cfg.max_tree_size);
+  if (name == "max-models") return parse_value(flag, v, cfg.max_models);
   if (name == "max-idle-secs") return parse_value(flag, v, cfg.max_idle);
   if (name == "prefix-token-count") return parse_value(flag, v, cfg.prefix_token_count);
   if (name == "prefix-hash-load-factor") return parse_value(flag, v, cfg.prefix_hash_load_factor);
@@ -363,6 +407,7 @@ inline absl::Status set_policy_flag(PolicyConfig& cfg, std::string_view name, st
   }
   if (name == "bounded-load-factor") return parse_value(flag, v, cfg.bounded_load_factor);
   if (name == "queue-weight") return parse_value(flag, v, cfg.queue_weight);
+  if (name == "kv-capacity-tokens") return parse_value(flag, v, cfg.kv_capacity_tokens);
   if (name == "chars-per-token") return parse_value(flag, v, cfg.chars_per_token);
   return parse_value(flag, v, cfg.seed);  // "seed"
 }

@@ -58,6 +58,7 @@ inline constexpr std::string_view kPolicyFlags[] = {"policy",
                                                     "eviction-interval",
                                                     "eviction-interval-secs",
                                                     "max-tree-size",
+                                                    "max-models",
                                                     "max-idle-secs",
                                                     "assignment-mode",
                                                     "prefix-token-count",
@@ -65,6 +66,7 @@ inline constexpr std::string_view kPolicyFlags[] = {"policy",
                                                     "bucket-adjust-interval-secs",
                                                     "bounded-load-factor",
                                                     "queue-weight",
+                                                    "kv-capacity-tokens",
                                                     "chars-per-token",
                                                     "seed"};
 
@@ -101,13 +103,15 @@ inline std::vector<std::string> render_flags(const kvroute::PolicyConfig& c) {
           "--balance-rel-threshold=" + num(c.balance_rel_threshold),
           "--eviction-interval=" + num(c.eviction_interval.count()),
           "--max-tree-size=" + num(c.max_tree_size),
+          "--max-models=" + num(c.max_models),
           "--max-idle-secs=" + num(c.max_idle.count()),
           "--assignment-mode=" + std::string(kvroute::to_string(c.assignment_mode)),
           "--prefix-token-count=" + num(c.prefix_token_count),
           "--prefix-hash-load-factor=" + num(c.prefix_hash_load_factor),
           "--bucket-adjust-interval-secs=" + num(c.bucket_adjust_interval.count()),
           "--bounded-load-factor=" + num(c.bounded_load_factor),
-          "--queue-weight=" + num(c.queue_weight),
+          "--queue-weight=" + (c.queue_weight ? num(*c.queue_weight) : std::string("adaptive")),
+          "--kv-capacity-tokens=" + num(c.kv_capacity_tokens),
           "--chars-per-token=" + num(c.chars_per_token),
           "--seed=" + num(c.seed)};
 }
@@ -117,12 +121,13 @@ inline bool same_config(const kvroute::PolicyConfig& a, const kvroute::PolicyCon
          a.balance_abs_threshold == b.balance_abs_threshold &&
          a.balance_rel_threshold == b.balance_rel_threshold &&
          a.eviction_interval == b.eviction_interval && a.max_tree_size == b.max_tree_size &&
-         a.max_idle == b.max_idle && a.assignment_mode == b.assignment_mode &&
-         a.prefix_token_count == b.prefix_token_count &&
+         a.max_models == b.max_models && a.max_idle == b.max_idle &&
+         a.assignment_mode == b.assignment_mode && a.prefix_token_count == b.prefix_token_count &&
          a.prefix_hash_load_factor == b.prefix_hash_load_factor &&
          a.bucket_adjust_interval == b.bucket_adjust_interval &&
          a.bounded_load_factor == b.bounded_load_factor && a.queue_weight == b.queue_weight &&
-         a.chars_per_token == b.chars_per_token && a.seed == b.seed;
+         a.kv_capacity_tokens == b.kv_capacity_tokens && a.chars_per_token == b.chars_per_token &&
+         a.seed == b.seed;
 }
 
 // Whether `rest`, an error after its flag prefix, quotes a value the

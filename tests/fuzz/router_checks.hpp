@@ -211,7 +211,7 @@ inline PrefillView view_least_prefill(const kvroute::PolicyConfig& cfg,
     const std::size_t len = m.found ? m.matched : 0;
     const std::int64_t queued =
         std::max<std::int64_t>(load.in_flight_tokens(kvroute::WorkerId{id}), 0);
-    v.score.push_back(cfg.queue_weight * static_cast<double>(queued) +
+    v.score.push_back(*cfg.queue_weight * static_cast<double>(queued) +
                       static_cast<double>(input - std::min(len, input)) / cfg.chars_per_token);
     v.matched.push_back(len);
     v.ticket.push_back(m.found ? m.previous_recency : 0);

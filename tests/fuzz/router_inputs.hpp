@@ -54,6 +54,8 @@ inline kvroute::PolicyConfig decode_policy_config(ByteReader& in) {
   c.prefix_hash_load_factor = in.pick(kFactors);
   c.bucket_adjust_interval = seconds(in.pick(kSeconds));
   c.bounded_load_factor = in.pick(kBounded);
+  // A fixed weight: the checks model least_prefill's fixed rule (the
+  // adaptive rule's running means are not modelled; its unit tests cover it).
   c.queue_weight = in.pick(kWeights);
   c.chars_per_token = in.pick(kCharsPerToken);
   c.seed = in.next();
@@ -69,8 +71,8 @@ inline std::string describe_config(const kvroute::PolicyConfig& c) {
     << " s, max_idle " << c.max_idle.count() << " s, " << to_string(c.assignment_mode)
     << ", prefix " << c.prefix_token_count << " x " << c.prefix_hash_load_factor << ", bucket "
     << c.bucket_adjust_interval.count() << " s, bounded " << c.bounded_load_factor
-    << ", queue_weight " << c.queue_weight << ", chars_per_token " << c.chars_per_token << ", seed "
-    << c.seed;
+    << ", queue_weight " << c.queue_weight.value_or(-1) << ", chars_per_token " << c.chars_per_token
+    << ", seed " << c.seed;
   return o.str();
 }
 

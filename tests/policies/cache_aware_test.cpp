@@ -1,6 +1,7 @@
 // cache_aware: the gateway's behaviours (spec 6.2) and the flaws we fixed.
 #include "kvroute/policies/cache_aware.hpp"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
@@ -554,4 +555,70 @@ TEST_CASE("cache_aware: concurrent selection, removal and maintenance",
   ca.maintain();
   CHECK_FALSE(ca.tree("")->has_tenant(ids[3].value));
   for (std::size_t i = 0; i < 3; ++i) CHECK(ca.tree("")->tenant_size(ids[i].value) <= 2000);
+}
+
+// max_models: a client naming ever new models cannot grow the trees without
+// bound; the least recently used model's tree goes.
+TEST_CASE("cache_aware: max_models keeps the most recently used models' trees", "[cache_aware]") {
+  Cluster c(2);
+  CacheAware::Options o = no_eviction();
+  o.max_models = 3;
+  CacheAware ca(o);
+  REQUIRE(c.pick(ca, {.text = "keep me around", .model = "m0"}) >= 0);
+  for (int i = 1; i <= 9; ++i) {
+    const std::string m = "m" + std::to_string(i);
+    REQUIRE(c.pick(ca, {.text = "text of " + m, .model = m}) >= 0);
+    // m0 is used between every two new models, so it is never the oldest.
+    REQUIRE(c.pick(ca, {.text = "keep me around", .model = "m0"}) >= 0);
+    CHECK(ca.models().size() <= 3);
+  }
+  const std::vector<std::string> models = ca.models();
+  CHECK(std::set<std::string>(models.begin(), models.end()) ==
+        std::set<std::string>{"m0", "m8", "m9"});
+  CHECK(ca.dropped_models() == 7);
+  CHECK(ca.tree("m1") == nullptr);
+  // m0's history survived: its text is still a cache hit.
+  CHECK(c.select(ca, {.text = "keep me around", .model = "m0"}).branch == Branch::kCacheHit);
+  // A dropped model starts afresh.
+  CHECK(c.select(ca, {.text = "text of m1", .model = "m1"}).branch != Branch::kCacheHit);
+  CHECK(ca.tree("m1") != nullptr);
+}
+
+TEST_CASE("cache_aware: max_models 0 keeps every model", "[cache_aware]") {
+  Cluster c(1);
+  CacheAware ca(no_eviction());
+  for (int i = 0; i < 50; ++i) c.pick(ca, {.text = "x", .model = "m" + std::to_string(i)});
+  CHECK(ca.models().size() == 50);
+  CHECK(ca.dropped_models() == 0);
+}
+
+TEST_CASE("cache_aware: a dropped tree stays valid for those still using it",
+          "[cache_aware][concurrency]") {
+  Cluster c(3);
+  CacheAware::Options o = no_eviction();
+  o.max_models = 2;
+  CacheAware ca(o);
+  auto snap = c.workers.snapshot();
+  std::atomic<int> failures{0};  // Catch's assertions are not thread-safe
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        const std::string model = "model-" + std::to_string((t * 13 + i) % 7);
+        const std::string text = "text " + std::to_string(i % 11);
+        const kvroute::RequestView r{.text = text, .model = model};
+        const kvroute::Decision d = kvroute::select_worker(ca, r, *snap, c.load);
+        if (!d) ++failures;
+        ca.report_cached(r, d, 0);
+        if (auto tree = ca.shared_tree(model); tree && tree->stats().nodes < 1) ++failures;
+      }
+    });
+  }
+  ts.emplace_back([&] {
+    for (int i = 0; i < 100; ++i) ca.maintain();
+  });
+  for (auto& th : ts) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(ca.models().size() <= 2);
+  CHECK(ca.dropped_models() > 0);
 }

@@ -247,3 +247,104 @@ TEST_CASE("least_prefill: concurrent selections stay consistent", "[least_prefil
   for (auto& th : ts) th.join();
   for (auto id : c.ids) CHECK(c.load.in_flight_tokens(id) == 0);
 }
+
+TEST_CASE("least_prefill: by default the queue weight adapts", "[least_prefill]") {
+  CHECK(LeastPrefill::Options{}.queue_weight < 0);
+  CHECK(LeastPrefill::Options{}.kv_capacity_tokens == 0);
+}
+
+TEST_CASE("least_prefill: behind long queues the adaptive rule keeps the cache hit",
+          "[least_prefill]") {
+  // A holds the first 50 characters of the request; B holds nothing. With
+  // both queues long, moving to B adds 50 more tokens of prefill ahead of
+  // every request that will queue there: the adaptive rule stays on A where
+  // a fixed weight of 1 (10 more tokens queued on A) moves. With short
+  // queues it moves like the fixed weight.
+  const std::string text = std::string(50, 'h') + std::string(50, 'n');
+  for (const std::int64_t base : {std::int64_t{10'000}, std::int64_t{0}}) {
+    INFO("queued on B: " << base);
+    Cluster c(2);
+    LeastPrefill adaptive({.chars_per_token = 1.0});
+    LeastPrefill fixed(opts(1.0));
+    for (LeastPrefill* lp : {&adaptive, &fixed}) {
+      c.select(*lp, {.text = "warm-up"});  // creates the tree
+      lp->tree("")->insert(std::string(50, 'h'), c.ids[0].value);
+    }
+    LoadGuard qa = c.load.dispatch(c.ids[0], {.tokens = base + 60});
+    LoadGuard qb = c.load.dispatch(c.ids[1], {.tokens = base});
+    const int fixed_pick = c.index_of(c.select(fixed, {.text = text}));
+    const int adaptive_pick = c.index_of(c.select(adaptive, {.text = text}));
+    CHECK(fixed_pick == 1);
+    CHECK(adaptive_pick == (base > 0 ? 0 : 1));
+  }
+}
+
+TEST_CASE("least_prefill: a full cache that is reused makes a miss cost more", "[least_prefill]") {
+  // Ten requests for the same 400 characters on A make the observed hit
+  // rate high. B holds 1000 other characters. With 500 tokens queued on A,
+  // a miss on B is cheaper unless B's cache is full (pool of 400 tokens):
+  // then the 410 tokens placed there evict as many that requests reuse.
+  const std::string x(400, 'x');
+  int picks[2] = {-1, -1};
+  for (const std::int64_t pool : {std::int64_t{400}, std::int64_t{1'000'000'000}}) {
+    Cluster c(2);
+    LeastPrefill lp({.chars_per_token = 1.0, .kv_capacity_tokens = pool});
+    const kvroute::Decision first = c.select(lp, {.text = x});
+    const int a = c.index_of(first);
+    for (int i = 0; i < 9; ++i) REQUIRE(c.index_of(c.select(lp, {.text = x})) == a);
+    lp.tree("")->insert(std::string(1000, 'o'), c.ids[static_cast<std::size_t>(1 - a)].value);
+    LoadGuard g = c.load.dispatch(first.worker->id, {.tokens = 500});
+    const int pick = c.index_of(c.select(lp, {.text = x + std::string(10, 'y')}));
+    picks[pool == 400 ? 0 : 1] = pick == a ? 0 : 1;  // 0: stayed on A
+  }
+  CHECK(picks[0] == 0);  // full caches: stay
+  CHECK(picks[1] == 1);  // room everywhere: move
+}
+
+TEST_CASE("least_prefill: among equal costs the fewest requests in flight win", "[least_prefill]") {
+  // Nothing cached, nothing queued: every worker costs the same. Requests
+  // in flight (decoding, holding KV) break the tie; a fixed weight ties at
+  // random.
+  Cluster c(3);
+  c.set_load(0, 5);
+  c.set_load(1, 0);
+  c.set_load(2, 3);
+  LeastPrefill adaptive(LeastPrefill::Options{.chars_per_token = 1.0});
+  LeastPrefill fixed(opts(1.0));
+  std::set<int> adaptive_picks, fixed_picks;
+  for (char ch = 'A'; ch <= 'Z'; ++ch) {
+    const std::string t = std::string(1, ch) + "-fresh";
+    adaptive_picks.insert(c.pick(adaptive, {.text = t}));
+    fixed_picks.insert(c.pick(fixed, {.text = t}));
+  }
+  CHECK(adaptive_picks == std::set<int>{1});
+  CHECK(fixed_picks.size() > 1);
+}
+
+TEST_CASE("least_prefill: max_models drops the least recently used model's tree",
+          "[least_prefill]") {
+  Cluster c(2);
+  LeastPrefill::Options o = opts();
+  o.max_models = 2;
+  LeastPrefill lp(o);
+  for (int i = 0; i < 6; ++i) {
+    const std::string m = "m" + std::to_string(i);
+    REQUIRE(c.select(lp, {.text = "hello " + m, .model = m}));
+    REQUIRE(c.select(lp, {.text = "hello again", .model = "hot"}));
+    CHECK(lp.models().size() <= 2);
+  }
+  const std::vector<std::string> models = lp.models();
+  CHECK(std::set<std::string>(models.begin(), models.end()) == std::set<std::string>{"hot", "m5"});
+  CHECK(lp.dropped_models() == 5);
+  CHECK(lp.tree("m0") == nullptr);
+  CHECK(c.select(lp, {.text = "hello again", .model = "hot"}).branch == Branch::kCacheHit);
+  // Feedback for a decision whose model was dropped since is ignored.
+  const kvroute::RequestView r{.text = "hello m0", .model = "m0"};
+  REQUIRE(c.select(lp, r));                     // m0 again: drops m5
+  const kvroute::Decision d = c.select(lp, r);  // claims what the first placed
+  REQUIRE(d.claimed > 0);
+  REQUIRE(c.select(lp, {.text = "x", .model = "m9"}));   // drops hot
+  REQUIRE(c.select(lp, {.text = "y", .model = "m10"}));  // drops m0
+  CHECK(lp.tree("m0") == nullptr);
+  CHECK(lp.report_cached(r, d, 0).units == 0);
+}

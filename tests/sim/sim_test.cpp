@@ -7,32 +7,22 @@
 
 #include "sim/report.hpp"
 #include "sim/server.hpp"
+#include "sim/sim_requests.hpp"
 #include "sim/simulator.hpp"
 #include "sim/trace.hpp"
 
 using kvsim::SimRequest;
 using kvsim::Trace;
+using kvtest::block_request;
+using kvtest::make_trace;
 
 namespace {
 
-SimRequest block_request(double t, std::vector<std::uint64_t> ids, std::int64_t tokens,
-                         std::string session = {}, std::int64_t out = 10) {
-  SimRequest r;
-  r.t = t;
-  r.ids = std::move(ids);
-  r.input_tokens = tokens;
-  r.output_tokens = out;
-  r.session = std::move(session);
-  kvsim::chain_ids(r);
-  return r;
-}
-
-Trace make_trace(std::vector<SimRequest> rs, bool sessions) {
-  Trace tr;
-  tr.name = "test";
-  tr.requests = std::move(rs);
-  tr.has_sessions = sessions;
-  return tr;
+// The simple server model (FIFO prefill at a fixed rate, open loop).
+kvsim::SimConfig simple() {
+  kvsim::SimConfig cfg;
+  cfg.server_model = kvsim::ServerModel::kSimple;
+  return cfg;
 }
 
 }  // namespace
@@ -67,7 +57,7 @@ TEST_CASE("sim: hits in a replay come from the server the request went to", "[si
   std::vector<SimRequest> rs;
   for (int i = 0; i < 12; ++i) rs.push_back(block_request(i * 1.0, {1, 2, 3, 4}, 2000));
   const Trace tr = make_trace(rs, false);
-  kvsim::SimConfig cfg;
+  kvsim::SimConfig cfg = simple();
   cfg.servers = 3;
   for (const char* p : {"round_robin", "random", "cache_aware"}) {
     const kvsim::PolicyResult res = kvsim::run_policy(tr, p, cfg);
@@ -83,7 +73,7 @@ TEST_CASE("sim: hits in a replay come from the server the request went to", "[si
 TEST_CASE("sim: every request completes exactly once under every policy", "[sim]") {
   Trace tr = kvsim::generate("chat", 300, 4.0);
   kvsim::infer_sessions(tr);
-  kvsim::SimConfig cfg;
+  kvsim::SimConfig cfg = simple();
   cfg.servers = 4;
   auto names = kvsim::all_policy_names();
   names.push_back("least_prefill_nofeedback");
@@ -106,16 +96,19 @@ TEST_CASE("sim: every request completes exactly once under every policy", "[sim]
 
 TEST_CASE("sim: equal seeds give equal results", "[sim]") {
   Trace tr = kvsim::generate("agent", 200, 4.0);
-  kvsim::SimConfig cfg;
-  for (const char* p :
-       {"random", "power_of_two", "cache_aware_feedback", "least_prefill", "oracle", "sticky"}) {
-    INFO(p);
-    const auto a = kvsim::run_policy(tr, p, cfg);
-    const auto b = kvsim::run_policy(tr, p, cfg);
-    CHECK(a.server == b.server);
-    CHECK(a.ttft == b.ttft);
-    CHECK(a.cached == b.cached);
-    CHECK(a.branches == b.branches);
+  kvsim::infer_sessions(tr);
+  kvsim::link_sessions(tr);
+  for (const kvsim::SimConfig& cfg : {kvsim::SimConfig{}, simple()}) {
+    for (const char* p :
+         {"random", "power_of_two", "cache_aware_feedback", "least_prefill", "oracle", "sticky"}) {
+      INFO(p);
+      const auto a = kvsim::run_policy(tr, p, cfg);
+      const auto b = kvsim::run_policy(tr, p, cfg);
+      CHECK(a.server == b.server);
+      CHECK(a.ttft == b.ttft);
+      CHECK(a.cached == b.cached);
+      CHECK(a.branches == b.branches);
+    }
   }
 }
 
@@ -123,9 +116,9 @@ TEST_CASE("sim: cache_aware with recency steps takes the same branches", "[sim]"
   // Without feedback, steps only change how ties between equally loaded
   // candidates fall: each request takes the same branch (hit or miss).
   Trace tr = kvsim::generate("agent", 300, 4.0);
-  kvsim::SimConfig exact;
+  kvsim::SimConfig exact = simple();
   exact.ca_recency_shift = 0;
-  kvsim::SimConfig stepped;
+  kvsim::SimConfig stepped = simple();
   stepped.ca_recency_shift = 6;
   const auto a = kvsim::run_policy(tr, "cache_aware", exact);
   const auto b = kvsim::run_policy(tr, "cache_aware", stepped);
@@ -147,9 +140,9 @@ TEST_CASE("sim: cache_aware's tenant rule reaches the policy", "[sim]") {
         block_request(static_cast<double>(i) * 1e-4, {1, 2, 3, 100 + i}, 4 * 512, {}, 2000));
   }
   const Trace tr = make_trace(rs, false);
-  kvsim::SimConfig loaded;
+  kvsim::SimConfig loaded = simple();
   loaded.ca_tenant_rule = kvroute::CacheAware::TenantRule::kLeastLoaded;
-  kvsim::SimConfig recent;
+  kvsim::SimConfig recent = simple();
   recent.ca_tenant_rule = kvroute::CacheAware::TenantRule::kMostRecent;
   const auto a = kvsim::run_policy(tr, "cache_aware", loaded);
   const auto b = kvsim::run_policy(tr, "cache_aware", recent);
@@ -174,7 +167,7 @@ TEST_CASE("sim: oracle and sticky find the server that holds the session", "[sim
     }
   }
   const Trace tr = make_trace(rs, true);
-  kvsim::SimConfig cfg;
+  kvsim::SimConfig cfg = simple();
   cfg.servers = 4;
   for (const char* p : {"oracle", "sticky", "least_prefill"}) {
     INFO(p);
@@ -194,7 +187,7 @@ TEST_CASE("sim: oracle avoids a busy server that holds a short prefix", "[sim]")
   std::vector<SimRequest> rs = {block_request(0, big, 390 * 512),
                                 block_request(0.1, {0, 5000, 5001}, 3 * 512)};
   const Trace tr = make_trace(rs, false);
-  kvsim::SimConfig cfg;
+  kvsim::SimConfig cfg = simple();
   cfg.servers = 2;
   const auto res = kvsim::run_policy(tr, "oracle", cfg);
   CHECK(res.server[1] != res.server[0]);
@@ -255,6 +248,29 @@ TEST_CASE("sim: trace lines are parsed, and bad ones named by line", "[sim]") {
                         "\"hash_ids\": [1]}\n") ==
         "bad.jsonl:2: field \"timestamp\" is not a number");
   CHECK(error_of("{\"foo\": 1}\n").find("bad.jsonl:1:") == 0);
+  // Requests must come in time order.
+  CHECK(error_of(good + "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, "
+                        "\"hash_ids\": [1]}\n") ==
+        "bad.jsonl:2: timestamp 0.000 s is earlier than the previous request's 0.001 s "
+        "(requests must be in time order)");
+}
+
+TEST_CASE("sim: think_time is read when a line has it", "[sim]") {
+  const std::string m =
+      "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2], "
+      "\"session\": \"a\"}\n"
+      "{\"timestamp\": 9000, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [1, 3], "
+      "\"session\": \"a\", \"think_time\": 2.5}\n";
+  Trace tr = kvsim::parse_jsonl(m, "m.jsonl", 4.0);
+  CHECK(tr.requests[0].think < 0);
+  CHECK(tr.requests[1].think == Approx(2.5));
+  kvsim::shape(tr, 0, 3.0);
+  CHECK(tr.requests[1].t_trace == Approx(9.0));
+  CHECK(tr.requests[1].t == Approx(3.0));
+  kvsim::link_sessions(tr);
+  CHECK(tr.prev_in_session[1] == 0);
+  CHECK(tr.next_in_session[0] == 1);
+  CHECK(tr.next_in_session[1] == kvsim::kNoRequest);
 }
 
 TEST_CASE("sim: equal hash ids expand to equal text prefixes", "[sim]") {
@@ -272,20 +288,32 @@ TEST_CASE("sim: equal hash ids expand to equal text prefixes", "[sim]") {
 
 TEST_CASE("sim: the JSON report has the documented fields", "[sim]") {
   Trace tr = kvsim::generate("batch", 50, 4.0);
-  kvsim::Report rep;
-  rep.trace = tr.name;
-  rep.servers = 8;
-  rep.ideal_hit_rate = kvsim::ideal_hit_rate(tr);
+  kvsim::Report rep = kvsim::make_report(tr, {});
   rep.policies.push_back(kvsim::run_policy(tr, "round_robin", {}));
   const nlohmann::ordered_json j = kvsim::to_json(rep);
   CHECK(j.begin().key() == "trace");
   CHECK(j["trace"] == "batch");
   CHECK(j["servers"] == 8);
+  CHECK(j["model"].get<std::string>().find("sglang servers") == 0);
   const auto& p = j["policies"][0];
   for (const char* k : {"name", "hit_rate", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "imbalance",
-                        "select_us_mean", "select_us_p99", "branches"}) {
+                        "select_us_mean", "select_us_p99", "rejected", "branches"}) {
     CHECK(p.contains(k));
   }
   CHECK(p["branches"]["round_robin"] == 50);
-  CHECK(kvsim::svg(rep).find("<svg") == 0);
+  const std::string chart = kvsim::svg(rep);
+  CHECK(chart.find("<svg") == 0);
+  // The legend names every colour class and the ideal line.
+  const auto legend = chart.find("<g class=\"legend\">");
+  REQUIRE(legend != std::string::npos);
+  for (const char* label :
+       {"least_prefill", "cache_aware", "other kvroute policies", "references", "ideal hit rate"}) {
+    CHECK(chart.find(label, legend) != std::string::npos);
+  }
+  // The table's legend explains every column.
+  const std::string text = kvsim::table(rep);
+  for (const char* column :
+       {"hit:", "ttft_*:", "imbal:", "sel_us, sel_p99:", "rej:", "branches:"}) {
+    CHECK(text.find(column) != std::string::npos);
+  }
 }

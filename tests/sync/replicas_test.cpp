@@ -283,13 +283,51 @@ TEST_CASE("replicas: cache_aware replicas converge through a lossy transport", "
   }
 }
 
+TEST_CASE("replicas: least_prefill replicas converge through a lossy transport", "[sync]") {
+  for (std::uint64_t seed : {4, 5}) {
+    INFO("seed " << seed);
+    check_replicas_converge<kvroute::LeastPrefill>(seed);
+  }
+}
+
+TEST_CASE("replicas: AnyPolicy forwards sharing to the policies that share", "[sync]") {
+  kvroute::PolicyConfig cfg;
+  cfg.policy = kvroute::PolicyKind::kLeastPrefill;
+  kvroute::Router<kvroute::AnyPolicy> a(*kvroute::make_policy(cfg));
+  kvroute::Router<kvroute::AnyPolicy> b(*kvroute::make_policy(cfg));
+  for (const std::string& u : kUrls) {
+    REQUIRE(a.add_worker({.url = u}).ok());
+    REQUIRE(b.add_worker({.url = u}).ok());
+  }
+  CHECK(a.policy().shares_state());
+  kvroute::sync::Outbox out;
+  a.policy().set_state_sink(&out);
+  const std::string t(1000, 'q');
+  auto s = a.select({.text = t});
+  REQUIRE(s);
+  std::vector<kvroute::sync::Change> changes;
+  REQUIRE(out.drain(changes) == 1);
+  CHECK(b.policy().apply_change(changes[0], *b.workers().snapshot()) ==
+        kvroute::sync::Applied::kApplied);
+  auto t2 = b.select({.text = t + " and more"});
+  CHECK(t2.worker().url == s.worker().url);
+
+  cfg.policy = kvroute::PolicyKind::kRoundRobin;
+  kvroute::Router<kvroute::AnyPolicy> rr(*kvroute::make_policy(cfg));
+  REQUIRE(rr.add_worker({.url = kUrls[0]}).ok());
+  CHECK_FALSE(rr.policy().shares_state());
+  rr.policy().set_state_sink(&out);  // nothing to share: a no-op
+  CHECK(rr.policy().apply_change(changes[0], *rr.workers().snapshot()) ==
+        kvroute::sync::Applied::kNotShared);
+}
+
 TEST_CASE("replicas: selections and deliveries run concurrently", "[sync]") {
   // Under TSan this is the race check; here it also converges.
   Workload w(7);
   std::vector<std::unique_ptr<Replica<kvroute::CacheAware>>> replicas;
   for (std::size_t i = 0; i < 3; ++i) {
-    replicas.push_back(std::make_unique<Replica<kvroute::CacheAware>>("r" + std::to_string(i),
-                                                                      kUrls, 10 + i));
+    replicas.push_back(
+        std::make_unique<Replica<kvroute::CacheAware>>("r" + std::to_string(i), kUrls, 10 + i));
   }
   std::vector<std::vector<std::string>> work(replicas.size());
   for (int i = 0; i < 450; ++i) work[static_cast<std::size_t>(i) % work.size()].push_back(w.next());

@@ -30,7 +30,8 @@ std::string text_of(std::size_t n, char seed) {
 
 Batch sample_batch() {
   Batch b{.source = "router-a", .seq = 42, .sent_ns = 123456789};
-  b.changes.push_back(kvroute::sync::Placement{"m", "http://w1:8000", 3, {1, 2, 0xFFFFFFFFFFFFFFFFull}});
+  b.changes.push_back(
+      kvroute::sync::Placement{"m", "http://w1:8000", 3, {1, 2, 0xFFFFFFFFFFFFFFFFull}});
   b.changes.push_back(kvroute::sync::Forget{"", "http://w2:8000", 0, {7}});
   b.changes.push_back(kvroute::sync::WorkerGone{"http://w3:8000"});
   b.loads.push_back({"http://w1:8000", 5, 1200});

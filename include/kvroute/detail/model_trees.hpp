@@ -12,10 +12,16 @@
 //     and after any number of sweeps;
 //   * the sweep (every tree to the per-worker budget) every eviction
 //     interval, run by the first selection after it on the injectable clock,
-//     or by maintain().
+//     or by maintain();
+//   * with Options::max_models, at most that many trees: creating one more
+//     drops the least recently used model's tree, so that requests naming
+//     ever new models cannot grow memory without bound.
 //
-// Thread safety: thread-safe. Lookups take a shared lock for the map only;
-// trees live as long as this object, so they are used without it.
+// Thread safety: thread-safe. Lookups take a shared lock for the map only,
+// and trees are used without it. Without max_models a tree lives as long as
+// this object; with it, a dropped tree lives until the last TreeRef to it
+// goes (a lookup then also copies a shared_ptr and stamps the model's use,
+// two atomic writes that unbounded lookups skip).
 
 #ifndef KVROUTE_DETAIL_MODEL_TREES_HPP_
 #define KVROUTE_DETAIL_MODEL_TREES_HPP_
@@ -27,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -41,6 +48,21 @@
 KVROUTE_NAMESPACE_BEGIN
 namespace detail {
 
+// A tree in use, and what keeps it alive when trees can be dropped.
+class TreeRef {
+ public:
+  TreeRef() noexcept = default;
+  TreeRef(ApproxRadixTree* tree, std::shared_ptr<ApproxRadixTree> keep) noexcept
+      : tree_(tree), keep_(std::move(keep)) {}
+  ApproxRadixTree* get() const noexcept { return tree_; }
+  ApproxRadixTree* operator->() const noexcept { return tree_; }
+  explicit operator bool() const noexcept { return tree_ != nullptr; }
+
+ private:
+  ApproxRadixTree* tree_ = nullptr;
+  std::shared_ptr<ApproxRadixTree> keep_;  // empty while trees are never dropped
+};
+
 class ModelTrees {
  public:
   struct Options {
@@ -53,6 +75,8 @@ class ModelTrees {
     const Clock* clock = &Clock::steady();
     // ApproxRadixTree::Options::recency_shift of every tree.
     unsigned recency_shift = 0;
+    // Most trees kept at once (least recently used dropped); 0: no limit.
+    std::uint64_t max_models = 0;
   };
 
   explicit ModelTrees(Options o) noexcept
@@ -63,26 +87,40 @@ class ModelTrees {
   ModelTrees(const ModelTrees&) = delete;
   ModelTrees& operator=(const ModelTrees&) = delete;
 
-  // The model's tree, or null before it is created.
-  ApproxRadixTree* find(std::string_view model) const noexcept {
+  // The model's tree, or null before it is created (or after it was
+  // dropped).
+  TreeRef find(std::string_view model) const noexcept {
     ReaderMutexLock lock(&mu_);
     auto it = trees_.find(to_absl(model));
-    return it == trees_.end() ? nullptr : it->second.get();
+    return it == trees_.end() ? TreeRef{} : use(it->second);
+  }
+
+  // The model's tree as a shared_ptr (null as for find()), for a host that
+  // keeps it beyond a call.
+  std::shared_ptr<ApproxRadixTree> find_shared(std::string_view model) const noexcept {
+    ReaderMutexLock lock(&mu_);
+    auto it = trees_.find(to_absl(model));
+    return it == trees_.end() ? nullptr : it->second.tree;
   }
 
   // The model's tree, created on first sight; null only when out of memory.
-  ApproxRadixTree* get_or_create(std::string_view model) noexcept {
-    if (ApproxRadixTree* t = find(model)) return t;
+  // Creating a tree beyond max_models drops the least recently used one.
+  TreeRef get_or_create(std::string_view model) noexcept {
+    if (TreeRef t = find(model)) return t;
+    std::shared_ptr<ApproxRadixTree> victim;  // destroyed after the unlock
     try {
-      auto fresh = std::make_unique<ApproxRadixTree>(ApproxRadixTree::Options{
+      auto fresh = std::make_shared<ApproxRadixTree>(ApproxRadixTree::Options{
           .tenant_budget = opt_.reactive_eviction ? budget() : kUnlimitedBudget,
           .recency_shift = opt_.recency_shift});
       MutexLock lock(&mu_);
-      auto [it, inserted] = trees_.try_emplace(std::string(model), nullptr);
-      if (inserted) it->second = std::move(fresh);
-      return it->second.get();
+      auto [it, inserted] = trees_.try_emplace(std::string(model));
+      if (!inserted) return use(it->second);
+      it->second.tree = std::move(fresh);
+      TreeRef ref = use(it->second);
+      if (opt_.max_models > 0 && trees_.size() > opt_.max_models) victim = drop_lru(it->first);
+      return ref;
     } catch (...) {
-      return nullptr;
+      return {};
     }
   }
 
@@ -93,6 +131,18 @@ class ModelTrees {
   void create_for(const WorkerSnapshot& snapshot) noexcept {
     snapshot.for_each_group([this](const ModelGroup& g) { get_or_create(g.model()); });
   }
+
+  // The models that have a tree now.
+  std::vector<std::string> models() const {
+    ReaderMutexLock lock(&mu_);
+    std::vector<std::string> out;
+    out.reserve(trees_.size());
+    for (const auto& [model, e] : trees_) out.push_back(model);
+    return out;
+  }
+
+  // Trees dropped so far to keep within max_models.
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
 
   // Forgets a removed worker in every tree, now and on every later sweep.
   void on_worker_removed(WorkerId id) noexcept {
@@ -137,17 +187,17 @@ class ModelTrees {
   // Calls f(tree) for every tree (outside the map's lock).
   template <class F>
   void for_each(F&& f) noexcept {
-    std::vector<ApproxRadixTree*> trees;
+    std::vector<std::shared_ptr<ApproxRadixTree>> trees;
     {
       ReaderMutexLock lock(&mu_);
       try {
         trees.reserve(trees_.size());
-        for (auto& [model, t] : trees_) trees.push_back(t.get());
+        for (auto& [model, e] : trees_) trees.push_back(e.tree);
       } catch (...) {
         return;
       }
     }
-    for (ApproxRadixTree* t : trees) f(*t);
+    for (const auto& t : trees) f(*t);
   }
 
   // The per-worker budget in tree units.
@@ -158,6 +208,47 @@ class ModelTrees {
   }
 
  private:
+  struct Entry {
+    Entry() = default;
+    // Moved only by a rehash, under the exclusive lock: no reader stamps it.
+    Entry(Entry&& o) noexcept
+        : tree(std::move(o.tree)), last_use(o.last_use.load(std::memory_order_relaxed)) {}
+    Entry& operator=(Entry&& o) noexcept {
+      tree = std::move(o.tree);
+      last_use.store(o.last_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
+    std::shared_ptr<ApproxRadixTree> tree;
+    mutable std::atomic<std::uint64_t> last_use{0};
+  };
+
+  // A reference to e's tree; with max_models, one that keeps it alive and
+  // stamps the model's use.
+  TreeRef use(const Entry& e) const noexcept {
+    if (opt_.max_models == 0) return {e.tree.get(), nullptr};
+    e.last_use.store(uses_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return {e.tree.get(), e.tree};
+  }
+
+  // Unlinks the least recently used tree other than `keep`'s and returns it
+  // for the caller to release outside the lock.
+  std::shared_ptr<ApproxRadixTree> drop_lru(const std::string& keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto victim = trees_.end();
+    for (auto it = trees_.begin(); it != trees_.end(); ++it) {
+      if (it->first == keep) continue;
+      if (victim == trees_.end() || it->second.last_use.load(std::memory_order_relaxed) <
+                                        victim->second.last_use.load(std::memory_order_relaxed)) {
+        victim = it;
+      }
+    }
+    if (victim == trees_.end()) return nullptr;
+    std::shared_ptr<ApproxRadixTree> t = std::move(victim->second.tree);
+    trees_.erase(victim);
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return t;
+  }
+
   static std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
     if (b <= 0) return std::numeric_limits<std::int64_t>::max();
     return a > std::numeric_limits<std::int64_t>::max() - b
@@ -168,8 +259,10 @@ class ModelTrees {
   const Options opt_;
   const Clock* const clock_;
   std::atomic<std::int64_t> next_sweep_ns_;
+  mutable std::atomic<std::uint64_t> uses_{0};
+  std::atomic<std::uint64_t> dropped_{0};
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<ApproxRadixTree>> trees_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Entry> trees_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<TenantId> removed_ ABSL_GUARDED_BY(mu_);
 };
 

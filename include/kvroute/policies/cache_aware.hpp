@@ -145,6 +145,9 @@ class CacheAware {
     // report_cached keeps the missing entry's whole step (it holds claims
     // newer than the entry), a slack of up to one step.
     unsigned recency_shift = 6;
+    // Most model trees kept at once; creating one more drops the least
+    // recently used model's tree (that model starts afresh). 0: no limit.
+    std::uint64_t max_models = 0;
     // Chunk keys held, per model, of what other replicas placed and no
     // request here has reached yet (sync/remote_index.hpp).
     std::size_t max_remote_keys = std::size_t{1} << 20;
@@ -162,7 +165,8 @@ class CacheAware {
                 .reactive_eviction = o.reactive_eviction,
                 .eviction_interval = o.eviction_interval,
                 .clock = o.clock,
-                .recency_shift = o.recency_shift}),
+                .recency_shift = o.recency_shift,
+                .max_models = o.max_models}),
         hub_(o.max_remote_keys) {}
 
   CacheAware(const CacheAware&) = delete;
@@ -174,7 +178,8 @@ class CacheAware {
     const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
-    ApproxRadixTree* tree = trees_.get_or_create(r.model);
+    const detail::TreeRef ref = trees_.get_or_create(r.model);
+    ApproxRadixTree* tree = ref.get();
     sync::TextChunks chunks(r.text);  // computes nothing until asked
     const bool syncing = tree != nullptr && hub_.active();
     if (syncing) hub_.fold_remote(r.model, chunks, *tree);
@@ -243,8 +248,8 @@ class CacheAware {
                             double chars_per_token = 0) noexcept {
     const double cpt = chars_per_token > 0 ? chars_per_token : cpt_;
     if (!claim_evicted(claimed, cached_tokens, cpt, opt_.feedback_tolerance)) return {};
-    ApproxRadixTree* tree = trees_.find(model);
-    if (tree == nullptr) return {};
+    const detail::TreeRef tree = trees_.find(model);
+    if (!tree) return {};
     return tree->drop_older_than(worker.value, feedback_cut(ticket, tree->recency_shift()));
   }
 
@@ -274,9 +279,9 @@ class CacheAware {
   // text reaches, without routing it (a selection does this first): for
   // tools and tests that read the tree.
   void fold_remote(const RequestView& request) noexcept {
-    ApproxRadixTree* tree = trees_.get_or_create(request.model);
+    const detail::TreeRef tree = trees_.get_or_create(request.model);
     sync::TextChunks chunks(request.text);
-    if (tree != nullptr) hub_.fold_remote(request.model, chunks, *tree);
+    if (tree) hub_.fold_remote(request.model, chunks, *tree.get());
   }
   // Chunk keys from other replicas not yet folded into a tree.
   std::size_t remote_keys() const noexcept { return hub_.remote_keys(); }
@@ -285,9 +290,18 @@ class CacheAware {
   void maintain() noexcept { trees_.maintain(); }
 
   // The model's tree, or null before a worker of the model registers (or
-  // its first request): for stats, tests, and hosts that seed or inspect it
-  // (the tree is thread-safe).
-  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
+  // its first request): for stats, tests,
+  // and hosts that seed or inspect it (the tree is thread-safe). With
+  // max_models the tree may be dropped while the pointer is held; a host
+  // that reads trees concurrently with routing uses shared_tree().
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model).get(); }
+  std::shared_ptr<ApproxRadixTree> shared_tree(std::string_view model) const noexcept {
+    return trees_.find_shared(model);
+  }
+  // The models that have a tree now (at most max_models when set).
+  std::vector<std::string> models() const { return trees_.models(); }
+  // Trees dropped so far to stay within max_models.
+  std::uint64_t dropped_models() const noexcept { return trees_.dropped(); }
   const Options& options() const noexcept { return opt_; }
 
  private:

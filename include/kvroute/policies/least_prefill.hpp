@@ -3,19 +3,42 @@
 // -----------------------------------------------------------------------------
 //
 // `kvroute::LeastPrefill`: sends each request to the healthy worker where it
-// would see its first token soonest, by the router's own estimate. With
-// equal servers, time to first token on worker w is proportional to
+// costs least, by the router's own estimate of prefill work in tokens:
 //
-//   queue_weight x queued(w) + uncached(w)
+//   cost(w) = queued(w) + uncached(w) x (1 + queued(w) / u + h x fill(w))
 //
 // where queued(w) is the uncached prefill work (tokens) the router has sent
 // to w and w has not finished prefilling (LoadTracker::in_flight_tokens,
 // raised by the host's dispatch with DispatchInfo.tokens = the decision's
-// predicted uncached tokens, lowered by LoadGuard::release_tokens() when
-// prefill ends), and uncached(w) is the part of this request's text the
+// predicted uncached tokens, lowered by LoadGuard::release_tokens() at the
+// first token), and uncached(w) is the part of this request's text the
 // policy's tree does not credit to w, converted to tokens with
-// Options::chars_per_token. The prefill rate cancels out, so the policy
-// needs no server model. Ties break uniformly at random (seeded).
+// Options::chars_per_token. The prefill rate cancels out.
+//
+// The rule is derived from the server it assumes, SGLang's scheduler:
+// first come first served, prefill before decode, and a prefix cache in an
+// LRU pool that is full once the server has run a while.
+//
+//   - The request's own time to first token on w is proportional to
+//     queued(w) + uncached(w).
+//   - Its prefill also delays the requests that will queue behind it on w:
+//     by Little's law as many as are queued there now, estimated as
+//     queued(w) / u, with u the mean uncached tokens of recent placements.
+//   - On a full cache its uncached tokens evict as many cached ones, which
+//     later requests would have reused at the hit rate h the policy
+//     observes (its claims against the prompts it routed): work they will
+//     redo. fill(w) is the tree's share of w against the server's pool
+//     (Options::kv_capacity_tokens, or max_tree_size), at most 1.
+//
+// So the weight of queued work against this request's own work adapts per
+// worker, 1 / (1 + queued(w) / u + h x fill(w)): close to 1 on an idle
+// worker with room, small behind a long queue or in a full cache that is
+// reused. Decode load and KV pressure: requests in flight, decoding ones
+// included, hold KV and make decode steps longer, so among equal costs the
+// worker with the fewest requests in flight wins (then at random, seeded);
+// a full cache weighs each uncached token more (above). A fixed
+// Options::queue_weight (>= 0) replaces all of this with
+// queue_weight x queued(w) + uncached(w), ties at random.
 //
 // One approximate radix tree per model (ApproxRadixTree over the text,
 // tenants = workers), as cache_aware keeps: per request one walk down the
@@ -25,8 +48,7 @@
 // placements stamp: a look at a worker is not a use of its server's cache, and
 // stamping looks would keep claims alive that the server has since evicted
 // and make feedback's drop_older_than (which cuts at a recency) cut claims
-// the server still holds. (In kvroute_sim on the Claude Code sessions this
-// is worth +0.036 hit rate and -0.25 s mean TTFT.) Branches:
+// the server still holds. Branches:
 // `cache_hit` (the chosen worker holds the longest match), `least_prefill`
 // (a worker with a shorter match won on queued work), `cache_miss` (no
 // worker matched anything).
@@ -47,9 +69,11 @@
 // eviction_interval (lazily on choose, or maintain()).
 //
 // Thread safety: thread-safe. A model's tree is created when its first
-// worker registers or on its first request, under a short exclusive lock; afterwards selections
-// take a shared lock for the map lookup and the tree's per-node locks. choose() never throws, logs
-// or blocks on I/O; it allocates only inside tree inserts of new text.
+// worker registers or on its first request, under a short exclusive lock;
+// afterwards selections take a shared lock for the map lookup and the
+// tree's per-node locks; the adaptive rule's running means are relaxed
+// atomics (a racing update may be lost). choose() never throws, logs or
+// blocks on I/O; it allocates only inside tree inserts of new text.
 //
 // Example:
 //
@@ -89,6 +113,7 @@
 #include "kvroute/detail/model_trees.hpp"
 #include "kvroute/detail/pick.hpp"
 #include "kvroute/detail/rng.hpp"
+#include "kvroute/detail/sync/hub.hpp"
 #include "kvroute/detail/utf8.hpp"
 #include "kvroute/feedback.hpp"
 #include "kvroute/load_tracker.hpp"
@@ -105,14 +130,11 @@ class LeastPrefill {
     // Characters of text per token, to turn unmatched text into tokens
     // comparable with LoadTracker::in_flight_tokens. Must be > 0.
     double chars_per_token = 4.0;
-    // Weight of the queued work against this request's uncached work. The
-    // queued count holds a running prefill in full until it ends, while on
-    // average about half of it is done, and a request moved off the worker
-    // that holds its prefix also costs its session's later turns; weights
-    // below 1 correct for both. 0.4 did best in kvroute_sim on the Mooncake
-    // conversation and Claude Code traces (examples/sim/README.md); 1 is the
-    // plain "least predicted TTFT" rule. Negative values mean 1.
-    double queue_weight = 0.4;
+    // Weight of the queued work against this request's uncached work.
+    // Negative (the default): adaptive, per worker, as the header derives.
+    // >= 0: fixed (1 is the plain "least predicted TTFT" rule; 0.4 was the
+    // fixed default before the adaptive rule).
+    double queue_weight = -1;
     // <= 0: no periodic sweep (maintain() still sweeps).
     std::chrono::nanoseconds eviction_interval = std::chrono::seconds(120);
     // Characters per worker per tree. Ideally about the servers' cache size
@@ -121,6 +143,16 @@ class LeastPrefill {
     // When report_cached takes a report as "the server had less than
     // claimed" (feedback.hpp).
     FeedbackTolerance feedback_tolerance{};
+    // The servers' KV pool in tokens (SGLang's max_total_num_tokens, which
+    // /get_server_info reports): the adaptive rule's fill(w) is the tree's
+    // share of w against it. 0: unknown, max_tree_size stands for it.
+    std::int64_t kv_capacity_tokens = 0;
+    // Most model trees kept at once; creating one more drops the least
+    // recently used model's tree (that model starts afresh). 0: no limit.
+    std::uint64_t max_models = 0;
+    // Chunk keys held, per model, of what other replicas placed and no
+    // request here has reached yet (sync/remote_index.hpp).
+    std::size_t max_remote_keys = std::size_t{1} << 20;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -130,12 +162,16 @@ class LeastPrefill {
   explicit LeastPrefill(Options o) noexcept
       : opt_(o),
         cpt_(o.chars_per_token > 0 ? o.chars_per_token : 4.0),
-        qw_(o.queue_weight >= 0 ? o.queue_weight : 1.0),
+        qw_(o.queue_weight),
+        pool_chars_(o.kv_capacity_tokens > 0 ? static_cast<double>(o.kv_capacity_tokens) * cpt_
+                                             : static_cast<double>(o.max_tree_size)),
         rng_(o.seed),
         trees_({.max_tree_size = o.max_tree_size,
                 .reactive_eviction = true,
                 .eviction_interval = o.eviction_interval,
-                .clock = o.clock}) {}
+                .clock = o.clock,
+                .max_models = o.max_models}),
+        hub_(o.max_remote_keys) {}
 
   LeastPrefill(const LeastPrefill&) = delete;
   LeastPrefill& operator=(const LeastPrefill&) = delete;
@@ -146,7 +182,11 @@ class LeastPrefill {
     const auto healthy = c.eligible();
     if (healthy.empty()) return c.no_worker();
     trees_.sweep_if_due();
-    ApproxRadixTree* tree = trees_.get_or_create(r.model);
+    const detail::TreeRef ref = trees_.get_or_create(r.model);
+    ApproxRadixTree* tree = ref.get();
+    sync::TextChunks chunks(r.text);  // computes nothing until asked
+    const bool syncing = tree != nullptr && hub_.active();
+    if (syncing) hub_.fold_remote(r.model, chunks, *tree);
     if (tree == nullptr) {  // out of memory: least queued work, no affinity
       return Decision::pick(detail::pick_min(
                                 healthy, [&c](const Worker& w) { return queued(c, w); }, rng_),
@@ -188,9 +228,10 @@ class LeastPrefill {
       len = m.found ? m.matched : 0;
       ticket = m.previous_recency;
     };
-    // The least predicted work wins, ties at random. score() is an array
-    // read after the walk above (pools beyond kStackWorkers peek the winner
-    // once more).
+    // The least cost wins (fewest requests in flight among equal costs,
+    // then at random). score() is an array read after the walk above (pools
+    // beyond kStackWorkers peek the winner once more).
+    const Adaptive a = adaptive();
     std::size_t best_match = 0;
     const std::size_t win = detail::pick_min_index(
         n,
@@ -199,8 +240,8 @@ class LeastPrefill {
           std::uint64_t ticket = 0;
           score(i, len, ticket);
           best_match = std::max(best_match, len);
-          return qw_ * static_cast<double>(queued(c, *healthy[i])) +
-                 static_cast<double>(input - std::min(len, input)) / cpt_;
+          const double uncached = static_cast<double>(input - std::min(len, input)) / cpt_;
+          return cost(c, *healthy[i], *tree, a, uncached);
         },
         [](std::size_t) noexcept { return true; }, rng_);
     const Worker* chosen = healthy[win];
@@ -214,6 +255,11 @@ class LeastPrefill {
     d.claimed = chosen_match;
     d.ticket = chosen_ticket;
     tree->insert(r.text, chosen->id.value);
+    // best_match counts code points, at most the bytes they span: the
+    // chunks emitted start at or before the first one the tree lacked.
+    if (syncing) hub_.emit_placed(r.model, chosen->url, chunks, best_match);
+    observe(static_cast<double>(input) / cpt_,
+            static_cast<double>(input - std::min(chosen_match, input)) / cpt_);
     return d;
   }
 
@@ -254,24 +300,58 @@ class LeastPrefill {
         !claim_evicted(decision.claimed, cached_tokens, cpt, opt_.feedback_tolerance)) {
       return {};
     }
-    ApproxRadixTree* tree = trees_.find(request.model);
-    if (tree == nullptr) return {};
-    return tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
+    const detail::TreeRef tree = trees_.find(request.model);
+    if (!tree) return {};
+    EvictResult e = tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
+    if (e.claims > 0) {
+      hub_.emit_forgot(request.model, decision.worker->url, request.text,
+                       static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt),
+                       request.text.size());
+    }
+    return e;
   }
 
   // A worker left: forget it in every tree (and again on every sweep: a
   // selection still running on an older snapshot may insert for it).
-  void on_worker_removed(WorkerId id) noexcept { trees_.on_worker_removed(id); }
+  void on_worker_removed(WorkerId id) noexcept {
+    trees_.on_worker_removed(id);
+    hub_.emit_worker_gone(id);
+  }
 
   // Workers joined or left: every model they serve gets its tree now.
-  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept { trees_.create_for(snapshot); }
+  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept {
+    trees_.create_for(snapshot);
+    hub_.workers_changed(snapshot);
+  }
+
+  // Replicas, as CacheAware: emits placements, feedback corrections and
+  // worker removals to `sink`; applies changes from other replicas.
+  void set_state_sink(sync::StateSink* sink) noexcept { hub_.set_sink(sink); }
+  sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
+    return hub_.apply(change, snapshot, trees_);
+  }
+  void fold_remote(const RequestView& request) noexcept {
+    const detail::TreeRef tree = trees_.get_or_create(request.model);
+    sync::TextChunks chunks(request.text);
+    if (tree) hub_.fold_remote(request.model, chunks, *tree.get());
+  }
+  std::size_t remote_keys() const noexcept { return hub_.remote_keys(); }
 
   // Sweeps now: every tree to max_tree_size, and removed workers again.
   void maintain() noexcept { trees_.maintain(); }
 
   // The model's tree, or null before a worker of the model registers (or
-  // its first request).
-  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model); }
+  // its first request). With max_models the
+  // tree may be dropped while the pointer is held; a host that reads trees
+  // concurrently with routing uses shared_tree().
+  ApproxRadixTree* tree(std::string_view model) const noexcept { return trees_.find(model).get(); }
+  std::shared_ptr<ApproxRadixTree> shared_tree(std::string_view model) const noexcept {
+    return trees_.find_shared(model);
+  }
+  // The models that have a tree now (at most max_models when set).
+  std::vector<std::string> models() const { return trees_.models(); }
+  // Trees dropped so far to stay within max_models.
+  std::uint64_t dropped_models() const noexcept { return trees_.dropped(); }
   const Options& options() const noexcept { return opt_; }
 
  private:
@@ -306,15 +386,61 @@ class LeastPrefill {
     return c.load() ? std::max<std::int64_t>(c.load()->in_flight_tokens(w.id), 0) : 0;
   }
 
+  // What the adaptive rule reads once per selection.
+  struct Adaptive {
+    double mean_uncached = 1;  // u, at least one token
+    double hit = 0;            // h
+  };
+  Adaptive adaptive() const noexcept {
+    const double prompt = prompt_.load(std::memory_order_relaxed);
+    return {std::max(1.0, uncached_.load(std::memory_order_relaxed)),
+            prompt > 0 ? claimed_.load(std::memory_order_relaxed) / prompt : 0.0};
+  }
+
+  // The selection key of worker w: its cost, then its requests in flight
+  // (adaptive rule only; a fixed weight ties at random).
+  std::pair<double, std::int64_t> cost(const ClusterView& c, const Worker& w,
+                                       const ApproxRadixTree& tree, const Adaptive& a,
+                                       double uncached) const noexcept {
+    const auto q = static_cast<double>(queued(c, w));
+    if (qw_ >= 0) return {qw_ * q + uncached, 0};
+    const double fill =
+        std::min(1.0, static_cast<double>(tree.tenant_size(w.id.value)) / pool_chars_);
+    const std::int64_t in_flight = c.load() ? c.load()->in_flight(w.id) : 0;
+    return {q + uncached * (1 + q / a.mean_uncached + a.hit * fill), in_flight};
+  }
+
+  // Running means of the chosen placements, for the adaptive rule: the
+  // uncached tokens over the last ~64, the claimed share of the prompts over
+  // the last ~256. Racing selections may lose an update; means do not mind.
+  void observe(double prompt, double uncached) noexcept {
+    auto ewma = [](std::atomic<double>& m, double x, double k) noexcept {
+      const double old = m.load(std::memory_order_relaxed);
+      m.store(old + (x - old) / k, std::memory_order_relaxed);
+    };
+    if (uncached_.load(std::memory_order_relaxed) == 0) {
+      uncached_.store(uncached, std::memory_order_relaxed);
+    } else {
+      ewma(uncached_, uncached, 64);
+    }
+    ewma(claimed_, prompt - uncached, 256);
+    ewma(prompt_, prompt, 256);
+  }
+
   // Code points, the tree's unit for text (invalid UTF-8 read as the tree
   // reads it).
   static std::size_t text_units(std::string_view s) noexcept { return detail::utf8_count(s); }
 
   const Options opt_;
   const double cpt_;
-  const double qw_;
+  const double qw_;          // < 0: adaptive
+  const double pool_chars_;  // a server's pool, characters
   detail::SharedRng rng_;
   detail::ModelTrees trees_;
+  detail::SyncHub hub_;
+  std::atomic<double> uncached_{0};
+  std::atomic<double> claimed_{0};
+  std::atomic<double> prompt_{0};
 };
 
 static_assert(Policy<LeastPrefill>);

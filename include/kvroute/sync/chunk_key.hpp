@@ -49,10 +49,9 @@ inline constexpr std::size_t kChunkBytes = 128;
 constexpr std::size_t whole_chunks(std::size_t bytes) noexcept { return bytes / kChunkBytes; }
 
 namespace chunk_detail {
-inline constexpr std::uint64_t kK[8] = {0xa0761d6478bd642full, 0xe7037ed1a0b428dbull,
-                                        0x8ebc6af09c88c6e3ull, 0x589965cc75374cc3ull,
-                                        0x1d8e4e27c47d124full, 0x9e3779b97f4a7c15ull,
-                                        0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull};
+inline constexpr std::uint64_t kK[8] = {
+    0xa0761d6478bd642full, 0xe7037ed1a0b428dbull, 0x8ebc6af09c88c6e3ull, 0x589965cc75374cc3ull,
+    0x1d8e4e27c47d124full, 0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull};
 inline std::uint64_t fold(std::uint64_t a, std::uint64_t b) noexcept {
   const detail::Uint128 r = static_cast<detail::Uint128>(a) * b;
   return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);

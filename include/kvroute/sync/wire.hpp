@@ -94,8 +94,8 @@ void encode_keys(detail::Writer& w, const C& c) {
 }
 
 inline absl::Status bad(std::string_view what, std::size_t at) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "sync batch: ", absl::string_view(what.data(), what.size()), " at byte ", at));
+  return absl::InvalidArgumentError(
+      absl::StrCat("sync batch: ", absl::string_view(what.data(), what.size()), " at byte ", at));
 }
 
 template <class C>
@@ -156,7 +156,8 @@ inline std::string encode(const Batch& b) {
 
 inline absl::StatusOr<Batch> decode(std::string_view bytes) {
   using namespace wire_detail;
-  if (bytes.size() < kWireMagic.size() + 1 + 8 || bytes.substr(0, kWireMagic.size()) != kWireMagic) {
+  if (bytes.size() < kWireMagic.size() + 1 + 8 ||
+      bytes.substr(0, kWireMagic.size()) != kWireMagic) {
     return bad("not a kvroute sync batch (no \"KVRS\" magic)", 0);
   }
   if (static_cast<std::uint8_t>(bytes[kWireMagic.size()]) != kWireVersion) {
@@ -190,8 +191,8 @@ inline absl::StatusOr<Batch> decode(std::string_view bytes) {
       if (tag == kPlacement) {
         b.changes.emplace_back(std::move(p));
       } else {
-        b.changes.emplace_back(Forget{std::move(p.model), std::move(p.worker), p.first,
-                                      std::move(p.keys), p.scheme});
+        b.changes.emplace_back(
+            Forget{std::move(p.model), std::move(p.worker), p.first, std::move(p.keys), p.scheme});
       }
     } else if (tag == kWorkerGone) {
       std::string_view worker;

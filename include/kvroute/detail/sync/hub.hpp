@@ -73,8 +73,8 @@ class SyncHub {
     sync::RemoteIndex::Taken holders;
     const std::ptrdiff_t i = index->take_deepest(chunks, 0, &holders);
     if (i < 0) return;
-    const std::string_view prefix = utf8_cut(
-        chunks.text().substr(0, (static_cast<std::size_t>(i) + 1) * sync::kChunkBytes));
+    const std::string_view prefix =
+        utf8_cut(chunks.text().substr(0, (static_cast<std::size_t>(i) + 1) * sync::kChunkBytes));
     for (std::uint32_t w : holders) (void)tree.insert(prefix, w);
   }
 
@@ -207,7 +207,8 @@ class SyncHub {
   std::atomic<sync::StateSink*> sink_{nullptr};
   std::atomic<bool> receiving_{false};
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<sync::RemoteIndex>> indexes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<sync::RemoteIndex>> indexes_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::uint32_t, std::string> urls_ ABSL_GUARDED_BY(mu_);
 };
 

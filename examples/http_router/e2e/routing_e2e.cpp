@@ -1,115 +1,31 @@
-// End-to-end test of kvroute_http_router on 127.0.0.1: mock workers (the
-// program's --mock-worker mode, an exact prefix cache that reports cached
-// tokens) and the router run as real processes on free ports. Every process
-// the test starts, it stops; all traffic stays on the loopback interface.
-#include <httplib.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
+// End to end on 127.0.0.1: routing through kvroute_http_router. Mock workers
+// (an exact prefix cache that reports cached tokens) and the router run as
+// real processes on free ports.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "http_router/e2e/e2e_support.hpp"
+
+using kve2e::HttpClient;
+using kve2e::mock;
+using kve2e::Process;
+using kve2e::router;
+using nlohmann::json;
+using namespace std::chrono_literals;
 
 namespace {
 
-using nlohmann::json;
-
-const char* router_binary() {
-  const char* p = std::getenv("KVROUTE_HTTP_ROUTER");
-  REQUIRE(p != nullptr);
-  return p;
-}
-
-// A child process whose first stdout line says where it listens.
-class Process {
- public:
-  explicit Process(std::vector<std::string> args) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    REQUIRE(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    out_ = fdopen(fds[0], "r");
-    // "metrics listening on HOST:PORT" may come first; the router's or the
-    // mock worker's own line comes last.
-    for (;;) {
-      char line[256] = {};
-      REQUIRE(std::fgets(line, sizeof line, out_) != nullptr);
-      const std::string s(line);
-      const auto colon = s.rfind(':');
-      REQUIRE(colon != std::string::npos);
-      const int port = std::atoi(s.c_str() + colon + 1);
-      REQUIRE(port > 0);
-      if (s.rfind("metrics", 0) == 0) {
-        metrics_port_ = port;
-        continue;
-      }
-      port_ = port;
-      break;
-    }
-  }
-  ~Process() { stop(); }
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
-
-  int port() const { return port_; }
-  // The separate metrics port (--prometheus-port), else the main port.
-  int metrics_port() const { return metrics_port_ > 0 ? metrics_port_ : port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  void stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-      pid_ = -1;
-    }
-    if (out_ != nullptr) {
-      std::fclose(out_);
-      out_ = nullptr;
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* out_ = nullptr;
-  int port_ = 0;
-  int metrics_port_ = 0;
-};
-
-std::unique_ptr<Process> mock() {
-  return std::make_unique<Process>(
-      std::vector<std::string>{router_binary(), "--mock-worker", "--port", "0"});
-}
-
-std::unique_ptr<Process> router(const std::vector<std::unique_ptr<Process>>& workers,
-                                std::vector<std::string> extra) {
-  std::vector<std::string> args = {router_binary(), "--port", "0", "--worker-urls"};
-  for (const auto& w : workers) args.push_back(w->url());
-  for (auto& e : extra) args.push_back(std::move(e));
-  return std::make_unique<Process>(std::move(args));
-}
-
 // A multi-turn chat: turn k's messages are turn k-1's plus a reply and a new
 // user message.
-json chat_body(int chat, int turn, bool stream = false) {
+json chat_turn(int chat, int turn, bool stream = false) {
   json messages = json::array();
   messages.push_back({{"role", "system"}, {"content", "You are a helpful assistant."}});
   for (int t = 0; t <= turn; ++t) {
@@ -130,17 +46,16 @@ struct ScriptResult {
 
 ScriptResult run_chats(int port, int chats, int turns) {
   ScriptResult r;
-  httplib::Client cli("127.0.0.1", port);
-  cli.set_read_timeout(30, 0);
+  HttpClient cli(port);
   for (int turn = 0; turn < turns; ++turn) {
     for (int chat = 0; chat < chats; ++chat) {
-      auto res = cli.Post("/v1/chat/completions", chat_body(chat, turn).dump(), "application/json");
-      if (!res || res->status != 200) {
+      const kve2e::Reply res = cli.post("/v1/chat/completions", chat_turn(chat, turn).dump());
+      if (res.status != 200) {
         ++r.failures;
         continue;
       }
-      r.workers_by_chat[chat].push_back(res->get_header_value("X-Mock-Worker"));
-      json j = json::parse(res->body);
+      r.workers_by_chat[chat].push_back(res.header("x-mock-worker"));
+      const json j = json::parse(res.body);
       r.cached += j["usage"]["prompt_tokens_details"]["cached_tokens"].get<long long>();
       r.prompt += j["usage"]["prompt_tokens"].get<long long>();
     }
@@ -153,11 +68,10 @@ double hit_rate(const ScriptResult& r) {
 }
 
 std::string get_metrics(int port) {
-  httplib::Client cli("127.0.0.1", port);
-  auto res = cli.Get("/metrics");
-  REQUIRE(res);
-  REQUIRE(res->status == 200);
-  return res->body;
+  HttpClient cli(port);
+  const kve2e::Reply res = cli.get("/metrics");
+  REQUIRE(res.status == 200);
+  return res.body;
 }
 
 }  // namespace
@@ -226,7 +140,8 @@ TEST_CASE("http_router: a worker stopped mid-run loses no request and opens its 
     for (const auto& w : ws) CHECK(w != victim_port);
   }
   const std::string text = get_metrics(r->metrics_port());
-  CHECK_THAT(text, Catch::Contains("smg_worker_cb_state{worker=\"" + victim_url + "\"} 1"));
+  CHECK(kve2e::metric(text, "smg_worker_cb_state{worker=\"" + victim_url + "\"}") == 1.0);
+  CHECK_THAT(r->log(), Catch::Contains("circuit closed -> open"));
 }
 
 TEST_CASE("http_router: /metrics, streaming and /generate", "[http_router][e2e]") {
@@ -234,32 +149,42 @@ TEST_CASE("http_router: /metrics, streaming and /generate", "[http_router][e2e]"
   for (int i = 0; i < 2; ++i) workers.push_back(mock());
   auto r = router(workers, {"--policy", "cache_aware", "--cb-failure-threshold", "1",
                             "--cb-timeout-duration-secs", "600"});
-  httplib::Client cli("127.0.0.1", r->port());
+  HttpClient cli(r->port());
   // Streaming: the worker's SSE chunks arrive through the router.
-  auto s = cli.Post("/v1/chat/completions", chat_body(0, 0, true).dump(), "application/json");
-  REQUIRE(s);
-  CHECK(s->status == 200);
-  CHECK_THAT(s->body, Catch::Contains("data: [DONE]"));
+  const auto s = cli.post("/v1/chat/completions", chat_turn(0, 0, true).dump());
+  CHECK(s.status == 200);
+  CHECK(s.header("content-type") == "text/event-stream");
+  CHECK_THAT(s.body, Catch::Contains("data: [DONE]"));
   // /generate with SGLang's meta_info.
-  auto g = cli.Post("/generate", R"({"text": "hello there, general kenobi"})", "application/json");
-  REQUIRE(g);
-  CHECK(g->status == 200);
-  CHECK(json::parse(g->body)["meta_info"].contains("cached_tokens"));
+  const auto g = cli.post("/generate", R"({"text": "hello there, general kenobi"})");
+  CHECK(g.status == 200);
+  CHECK(json::parse(g.body)["meta_info"].contains("cached_tokens"));
+  // An HTTP/1.0 client gets the stream without chunked encoding, ended by
+  // the connection's close.
+  const std::string sb = chat_turn(1, 0, true).dump();
+  const int fd = kve2e::raw_connect(r->port());
+  REQUIRE(fd >= 0);
+  kve2e::raw_send(fd,
+                  "POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                  "Content-Length: " +
+                      std::to_string(sb.size()) + "\r\n\r\n" + sb);
+  const std::string raw10 = kve2e::raw_read_all(fd, 5s);
+  close(fd);
+  CHECK(raw10.rfind("HTTP/1.0 200", 0) == 0);
+  CHECK_THAT(raw10, !Catch::Contains("chunked"));
+  CHECK_THAT(raw10, Catch::EndsWith("data: [DONE]\n\n"));
   // A bad body is a 400, not a crash.
-  auto bad = cli.Post("/generate", "not json", "application/json");
-  REQUIRE(bad);
-  CHECK(bad->status == 400);
+  const auto bad = cli.post("/generate", "not json");
+  CHECK(bad.status == 400);
   // Stop one worker: its circuit opens, visible in /metrics.
   const std::string dead = workers[0]->url();
   workers[0]->stop();
   for (int i = 0; i < 6; ++i) {
-    auto x = cli.Post("/generate", "{\"text\": \"request " + std::to_string(i) + "\"}",
-                      "application/json");
-    REQUIRE(x);
-    CHECK(x->status == 200);
+    const auto x = cli.post("/generate", "{\"text\": \"request " + std::to_string(i) + "\"}");
+    CHECK(x.status == 200);
   }
   const std::string text = get_metrics(r->port());
-  CHECK_THAT(text, Catch::Contains("smg_worker_cb_state{worker=\"" + dead + "\"} 1"));
+  CHECK(kve2e::metric(text, "smg_worker_cb_state{worker=\"" + dead + "\"}") == 1.0);
   CHECK_THAT(text, Catch::Contains("kvroute_policy_branch_total{policy=\"cache_aware\""));
   CHECK_THAT(text, Catch::Contains("smg_worker_retries_total"));
   // promtool, when installed, accepts the exposition.
@@ -267,10 +192,10 @@ TEST_CASE("http_router: /metrics, streaming and /generate", "[http_router][e2e]"
   if (promtool != nullptr && *promtool != '\0' &&
       std::string(promtool).find("NOTFOUND") == std::string::npos) {
     char path[] = "/tmp/kvroute_metrics_XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    close(fd);
+    const int tmp_fd = mkstemp(path);
+    REQUIRE(tmp_fd >= 0);
+    REQUIRE(write(tmp_fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    close(tmp_fd);
     const std::string cmd = std::string(promtool) + " check metrics < " + path;
     CHECK(std::system(cmd.c_str()) == 0);
     unlink(path);

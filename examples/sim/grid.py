@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Runs kvroute_sim over a grid of configurations and prints, per policy, the
+distribution (min, median, max) over the grid of its mean and p99 time to
+first token relative to cache_aware and to the oracle, and of its hit rate.
+
+The grid: the Mooncake conversation and synthetic traces and two Claude Code
+merges (session arrival seeds 1 and 2, made by claude_code_to_mooncake.py);
+three loads each (light, busy, overloaded); 4, 8 and 16 servers; a small and
+a large KV pool per server. A load is a --speed at 8 servers, scaled with the
+server count so that each server sees the same load at every size.
+
+  examples/sim/grid.py --sim build/rel/examples/kvroute_sim \\
+      --traces ../shared/traces --claude-code cc_seed1.jsonl.gz cc_seed2.jsonl.gz
+
+--smoke runs a tiny grid on the built-in agent generator (no trace files),
+as the tests do. Only the Python standard library is used.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+# name: (file, requests, {load: speed at 8 servers}, {cache: pool tokens})
+TRACES = {
+    "conversation": ("conversation_trace.jsonl", 4000,
+                     {"light": 0.5, "busy": 1.0, "overloaded": 1.5},
+                     {"small": 500_000, "large": 2_000_000}),
+    "synthetic": ("synthetic_trace.jsonl", 0,
+                  {"light": 0.5, "busy": 1.0, "overloaded": 2.0},
+                  {"small": 500_000, "large": 2_000_000}),
+    "claude_code_s1": (None, 5000,
+                       {"light": 0.1, "busy": 0.25, "overloaded": 0.5},
+                       {"small": 1_000_000, "large": 4_000_000}),
+    "claude_code_s2": (None, 5000,
+                       {"light": 0.1, "busy": 0.25, "overloaded": 0.5},
+                       {"small": 1_000_000, "large": 4_000_000}),
+}
+SERVERS = [4, 8, 16]
+SMOKE = {"agent": ("agent", 200, {"busy": 1.0}, {"small": 200_000, "large": 1_000_000})}
+SMOKE_SERVERS = [4]
+
+
+def configs(traces, servers, files):
+    out = []
+    for name, (_, n, loads, caches) in traces.items():
+        for load, speed in loads.items():
+            for k in servers:
+                for cache, tokens in caches.items():
+                    out.append({"trace": name, "file": files[name], "n": n, "load": load,
+                                "speed": speed * k / 8, "servers": k, "cache": cache,
+                                "cache_tokens": tokens})
+    return out
+
+
+def run(sim, cfg, extra, outdir):
+    tag = "%s_%s_%d_%s" % (cfg["trace"], cfg["load"], cfg["servers"], cfg["cache"])
+    path = os.path.join(outdir, tag + ".json")
+    cmd = [sim, cfg["file"], "--speed", repr(cfg["speed"]), "--servers", str(cfg["servers"]),
+           "--cache-tokens", str(cfg["cache_tokens"]), "-q", "--json", path] + extra
+    if cfg["n"]:
+        cmd += ["-n", str(cfg["n"])]
+    t0 = time.time()
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit("grid: %s failed: %s" % (" ".join(cmd), done.stderr.strip()))
+    with open(path) as f:
+        result = json.load(f)
+    result["config"] = dict(cfg, tag=tag, seconds=time.time() - t0)
+    return result
+
+
+def dist(xs):
+    return "%.2f / %.2f / %.2f" % (min(xs), statistics.median(xs), max(xs))
+
+
+def table(results):
+    """Per policy: min / median / max over the grid."""
+    names = [p["name"] for p in results[0]["policies"]]
+    rows = ["| policy | mean TTFT / cache_aware | mean / oracle | p99 TTFT / cache_aware "
+            "| p99 / oracle | hit rate | hit - cache_aware |",
+            "|---|---|---|---|---|---|---|"]
+    for name in names:
+        rel = {"ca_mean": [], "or_mean": [], "ca_p99": [], "or_p99": [], "hit": [], "dhit": []}
+        for r in results:
+            by = {p["name"]: p for p in r["policies"]}
+            p, ca, orc = by[name], by.get("cache_aware"), by.get("oracle")
+            rel["hit"].append(p["hit_rate"])
+            if ca:
+                rel["ca_mean"].append(p["ttft_mean_s"] / ca["ttft_mean_s"])
+                rel["ca_p99"].append(p["ttft_p99_s"] / ca["ttft_p99_s"])
+                rel["dhit"].append(p["hit_rate"] - ca["hit_rate"])
+            if orc:
+                rel["or_mean"].append(p["ttft_mean_s"] / orc["ttft_mean_s"])
+                rel["or_p99"].append(p["ttft_p99_s"] / orc["ttft_p99_s"])
+        cells = [dist(rel[k]) if rel[k] else "-"
+                 for k in ("ca_mean", "or_mean", "ca_p99", "or_p99", "hit", "dhit")]
+        rows.append("| %s | %s |" % (name, " | ".join(cells)))
+    return "\n".join(rows)
+
+
+def targets(results):
+    """The targets on least_prefill, the oracle and the fixed weight, as lines."""
+    out, worst_oracle = [], (2.0, "", "")
+    lp_ca, lp_fixed, dhit = [], [], []
+    for r in results:
+        by = {p["name"]: p for p in r["policies"]}
+        tag = r["config"]["tag"]
+        if "least_prefill" in by and "cache_aware" in by:
+            lp, ca = by["least_prefill"], by["cache_aware"]
+            lp_ca.append((lp["ttft_mean_s"] / ca["ttft_mean_s"], tag))
+            dhit.append((lp["hit_rate"] - ca["hit_rate"], tag))
+        if "least_prefill" in by and "least_prefill_fixed" in by:
+            lp_fixed.append((by["least_prefill"]["ttft_mean_s"] /
+                             by["least_prefill_fixed"]["ttft_mean_s"], tag))
+        if "oracle" in by:
+            for name, p in by.items():
+                if name != "oracle":
+                    x = p["ttft_mean_s"] / by["oracle"]["ttft_mean_s"]
+                    worst_oracle = min(worst_oracle, (x, name, tag))
+    if lp_ca:
+        worst = max(lp_ca)
+        med = statistics.median(x for x, _ in lp_ca)
+        out.append("least_prefill mean TTFT / cache_aware: max %.3f (%s) [target <= 1], "
+                   "median %.3f [target <= 0.67]" % (worst[0], worst[1], med))
+        low = min(dhit)
+        out.append("least_prefill hit rate - cache_aware's: min %+.3f (%s) [target >= -0.05]"
+                   % low)
+    if lp_fixed:
+        worst = max(lp_fixed)
+        out.append("least_prefill mean TTFT / least_prefill_fixed (queue weight 0.4): max %.3f "
+                   "(%s), median %.3f [target <= 1.05]"
+                   % (worst[0], worst[1], statistics.median(x for x, _ in lp_fixed)))
+    if worst_oracle[1]:
+        out.append("best router's mean TTFT / oracle's: min %.3f (%s on %s) [target >= 0.95]"
+                   % worst_oracle)
+    return "\n".join(out)
+
+
+def write_csv(results, path):
+    """One row per configuration and policy."""
+    with open(path, "w") as f:
+        f.write("trace,load,servers,cache,speed,cache_tokens,policy,hit_rate,ttft_mean_s,"
+                "ttft_p50_s,ttft_p99_s,rejected\n")
+        for r in results:
+            c = r["config"]
+            for p in r["policies"]:
+                f.write("%s,%s,%d,%s,%g,%d,%s,%.4f,%.4f,%.4f,%.4f,%d\n"
+                        % (c["trace"], c["load"], c["servers"], c["cache"], c["speed"],
+                           c["cache_tokens"], p["name"], p["hit_rate"], p["ttft_mean_s"],
+                           p["ttft_p50_s"], p["ttft_p99_s"], p.get("rejected", 0)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", required=True, help="the kvroute_sim binary")
+    ap.add_argument("--traces", help="folder with conversation_trace.jsonl, synthetic_trace.jsonl")
+    ap.add_argument("--claude-code", nargs=2, metavar=("SEED1", "SEED2"),
+                    help="the two Claude Code merges (claude_code_to_mooncake.py --seed 1, 2)")
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
+    ap.add_argument("--out", help="folder for the per-configuration JSON (default: a temp dir)")
+    ap.add_argument("--only", help="comma-separated trace names to run")
+    ap.add_argument("--csv", help="also write every configuration's results to this CSV file")
+    ap.add_argument("--smoke", action="store_true", help="tiny grid on the built-in generator")
+    ap.add_argument("--policies", help="kvroute_sim --policies (default: all, and "
+                    "least_prefill_fixed)")
+    ap.add_argument("extra", nargs="*", help="more kvroute_sim flags (after --)")
+    a = ap.parse_args()
+
+    if a.smoke:
+        traces, servers, files = SMOKE, SMOKE_SERVERS, {"agent": "agent"}
+    else:
+        if not a.traces or not a.claude_code:
+            ap.error("--traces and --claude-code are required (or --smoke)")
+        traces, servers = TRACES, SERVERS
+        files = {"conversation": os.path.join(a.traces, "conversation_trace.jsonl"),
+                 "synthetic": os.path.join(a.traces, "synthetic_trace.jsonl"),
+                 "claude_code_s1": a.claude_code[0], "claude_code_s2": a.claude_code[1]}
+    if a.only:
+        keep = a.only.split(",")
+        traces = {k: v for k, v in traces.items() if k in keep}
+    policies = a.policies or ("round_robin,random,power_of_two,consistent_hashing,prefix_hash,"
+                              "manual,bucket,cache_aware,cache_aware_feedback,least_prefill,"
+                              "least_prefill_fixed,oracle,sticky")
+    extra = ["--policies", policies] + a.extra
+    outdir = a.out or tempfile.mkdtemp(prefix="kvroute_grid_")
+    os.makedirs(outdir, exist_ok=True)
+    grid = configs(traces, servers, files)
+    t0 = time.time()
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        results = list(pool.map(lambda c: run(a.sim, c, extra, outdir), grid))
+    wall = time.time() - t0
+    print("%d configurations, %d at once, %.0f s (per-configuration JSON in %s)\n"
+          % (len(results), a.jobs, wall, outdir))
+    print(table(results))
+    print()
+    print(targets(results))
+    if a.csv:
+        write_csv(results, a.csv)
+
+
+if __name__ == "__main__":
+    main()
