@@ -74,6 +74,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -85,11 +86,14 @@
 #include "kvroute/decision.hpp"
 #include "kvroute/detail/mutex.hpp"
 #include "kvroute/detail/pick.hpp"
+#include "kvroute/detail/pin_list.hpp"
 #include "kvroute/detail/rng.hpp"
+#include "kvroute/detail/stable_hash.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/policy.hpp"
 #include "kvroute/policy_config.hpp"
 #include "kvroute/request.hpp"
+#include "kvroute/sync/change.hpp"
 #include "kvroute/worker_set.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -156,55 +160,98 @@ class Manual {
       Entry& e = it->second;
       if (!expired(e, now)) {
         e.last_access_ns = std::max(e.last_access_ns, now);
-        for (std::uint8_t i = 0; i < e.count; ++i) {
-          if (const Worker* w = find_healthy(healthy, e.candidates[i])) {
+        for (std::uint8_t i = 0; i < e.pins.count; ++i) {
+          if (const Worker* w = find_healthy(healthy, e.pins.at[i].id)) {
             return Decision::pick(w, Branch::kOccupiedHit);
           }
         }
         const Worker* w = assign(c);
-        push_bounded(e, w->id);
+        pin(kv, e, *w, now, /*reset=*/false);
         return Decision::pick(w, Branch::kOccupiedMiss);
       }
       // Idle for max_idle or longer: the key is new again.
       const Worker* w = assign(c);
-      e = fresh_entry(w->id, now);
+      pin(kv, e, *w, now, /*reset=*/true);
       return Decision::pick(w, Branch::kVacant);
     }
     const Worker* w = assign(c);
     try {
-      s.map.emplace(OwnedKey{std::string(kv.model), std::string(kv.key)}, fresh_entry(w->id, now));
+      auto [fresh, unused] =
+          s.map.emplace(OwnedKey{std::string(kv.model), std::string(kv.key)}, Entry{});
       size_.fetch_add(1, std::memory_order_relaxed);
+      pin(kv, fresh->second, *w, now, /*reset=*/true);
     } catch (...) {
       // Out of memory: route this request statelessly; the key stays new.
     }
     return Decision::pick(w, Branch::kVacant);
   }
 
+  // Replicas (sync/change.hpp): emits every pin (a key's new or added
+  // candidate) to `sink` (null: stop), and merges pins from other replicas
+  // (detail/pin_list.hpp: replicas that merged the same pins agree on each
+  // key's candidates and their order). Each replica keeps its own access
+  // times: an entry expires where it was idle. A hit is not a pin and is not
+  // shared, so a key used only on one replica for max_idle expires on the
+  // others, and a request for it there pins it afresh for every replica.
+  void set_state_sink(sync::StateSink* sink) noexcept {
+    sink_.store(sink, std::memory_order_release);
+  }
+  sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
+    if (const auto* gone = std::get_if<sync::WorkerGone>(&change)) {
+      const Worker* w = snapshot.find_url(gone->worker);
+      if (w == nullptr) return sync::Applied::kUnknownWorker;
+      drop_candidate(w->id);
+      return sync::Applied::kApplied;
+    }
+    const auto* p = std::get_if<sync::Pin>(&change);
+    if (p == nullptr) return sync::Applied::kNotShared;  // the tree policies'
+    const Worker* w = snapshot.find_url(p->worker);
+    if (w == nullptr || (!w->model.empty() && w->model != p->model)) {
+      return sync::Applied::kUnknownWorker;
+    }
+    const KeyView kv{p->model, p->key};
+    Shard& s = shard_for(KeyHash{}(kv));
+    const std::int64_t now = clock_->now().count();
+    detail::MutexLock lock(&s.mu);
+    try {
+      auto [it, inserted] = s.map.try_emplace(OwnedKey{p->model, p->key});
+      if (inserted) size_.fetch_add(1, std::memory_order_relaxed);
+      Entry& e = it->second;
+      if (!inserted && expired(e, now)) e = Entry{};
+      e.pins.merge(w->id, p->stamp, detail::xxh64(w->url), p->reset);
+      e.last_access_ns = std::max(e.last_access_ns, now);
+    } catch (...) {
+      return sync::Applied::kOutOfMemory;
+    }
+    return sync::Applied::kApplied;
+  }
+
   // Drops `id` from every candidate list; entries left with no candidate
   // are removed. A selection racing with this call over a snapshot that
   // still holds `id` may append it again; such a stale id is never returned
-  // (it is in no later snapshot) and ages out with its entry.
+  // (it is in no later snapshot) and ages out with its entry. With a state
+  // sink, the other replicas are told (WorkerGone).
   // Complexity: O(entries).
   void on_worker_removed(WorkerId id) noexcept {
-    for (Shard& s : shards_) {
-      detail::MutexLock lock(&s.mu);
-      std::size_t erased = 0;
-      for (auto it = s.map.begin(); it != s.map.end();) {
-        Entry& e = it->second;
-        std::uint8_t kept = 0;
-        for (std::uint8_t i = 0; i < e.count; ++i) {
-          if (e.candidates[i] != id) e.candidates[kept++] = e.candidates[i];
-        }
-        for (std::uint8_t i = kept; i < e.count; ++i) e.candidates[i] = WorkerId{};
-        e.count = kept;
-        if (kept == 0) {
-          s.map.erase(it++);
-          ++erased;
-        } else {
-          ++it;
-        }
-      }
-      size_.fetch_sub(erased, std::memory_order_relaxed);
+    drop_candidate(id);
+    sync::StateSink* sink = sink_.load(std::memory_order_acquire);
+    if (sink == nullptr) return;
+    std::string url;
+    {
+      detail::MutexLock lock(&urls_mu_);
+      auto it = urls_.find(id.value);
+      if (it == urls_.end()) return;
+      url = it->second;
+    }
+    sink->worker_gone(url);
+  }
+
+  // Keeps the URL of every worker, to name a removed one to other replicas.
+  void on_workers_changed(const WorkerSnapshot& snapshot) noexcept {
+    detail::MutexLock lock(&urls_mu_);
+    try {
+      for (const Worker& w : snapshot.workers()) urls_[w.id.value] = w.url;
+    } catch (...) {
     }
   }
 
@@ -224,8 +271,9 @@ class Manual {
     auto it = s.map.find(kv);
     if (it == s.map.end()) return std::nullopt;
     EntryInfo info;
-    info.candidates.assign(it->second.candidates.begin(),
-                           it->second.candidates.begin() + it->second.count);
+    for (std::uint8_t i = 0; i < it->second.pins.count; ++i) {
+      info.candidates.push_back(it->second.pins.at[i].id);
+    }
     info.last_access = std::chrono::nanoseconds(it->second.last_access_ns);
     return info;
   }
@@ -235,10 +283,10 @@ class Manual {
   static constexpr std::size_t kShards = std::size_t{1} << kShardBits;
 
   struct Entry {
-    std::array<WorkerId, kMaxCandidates> candidates{};
-    std::uint8_t count = 0;
+    detail::PinList pins{};  // the candidates, oldest first
     std::int64_t last_access_ns = 0;
   };
+  static_assert(detail::PinList::kMax == kMaxCandidates);
 
   // Lookups use KeyView, so a known key is found without copying it.
   struct KeyView {
@@ -284,21 +332,29 @@ class Manual {
     return a + b;
   }
 
-  static Entry fresh_entry(WorkerId id, std::int64_t now) noexcept {
-    Entry e;
-    e.candidates[0] = id;
-    e.count = 1;
-    e.last_access_ns = now;
-    return e;
+  // Pins `w` for the key (appended, the oldest candidate dropped when the
+  // list is full; `reset`: in place of every candidate) and shares the pin.
+  // Local pins merge as remote ones do, so that every replica holds the
+  // same list.
+  void pin(const KeyView& kv, Entry& e, const Worker& w, std::int64_t now, bool reset) noexcept {
+    const std::int64_t stamp = e.pins.next_stamp(now);
+    e.pins.pin_newest(w.id, stamp, detail::xxh64(w.url), reset);
+    e.last_access_ns = std::max(e.last_access_ns, now);
+    if (sync::StateSink* sink = sink_.load(std::memory_order_acquire)) {
+      sink->pinned(kv.model, kv.key, w.url, stamp, reset);
+    }
   }
 
-  // Appends `id`, dropping the oldest candidate when the list is full.
-  static void push_bounded(Entry& e, WorkerId id) noexcept {
-    if (e.count == kMaxCandidates) {
-      std::move(e.candidates.begin() + 1, e.candidates.end(), e.candidates.begin());
-      --e.count;
+  // Drops `id` from every candidate list; removes entries left empty.
+  void drop_candidate(WorkerId id) noexcept {
+    for (Shard& s : shards_) {
+      detail::MutexLock lock(&s.mu);
+      const std::size_t erased = absl::erase_if(s.map, [id](auto& kv) {
+        kv.second.pins.remove(id);
+        return kv.second.pins.count == 0;
+      });
+      size_.fetch_sub(erased, std::memory_order_relaxed);
     }
-    e.candidates[e.count++] = id;
   }
 
   // The healthy worker with `id`, or null. `healthy` is in ascending id
@@ -372,6 +428,9 @@ class Manual {
   std::atomic<std::int64_t> next_sweep_ns_;
   std::atomic<std::size_t> size_{0};
   std::array<Shard, kShards> shards_;
+  std::atomic<sync::StateSink*> sink_{nullptr};
+  mutable detail::Mutex urls_mu_;
+  absl::flat_hash_map<std::uint32_t, std::string> urls_ ABSL_GUARDED_BY(urls_mu_);
 };
 
 static_assert(Policy<Manual>);

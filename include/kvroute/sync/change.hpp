@@ -18,6 +18,8 @@
 //     `first`.. of a text it was credited with (report_cached).
 //   * WorkerGone: a worker left a replica's fleet, or its cache was cleared:
 //     what is known of its cache is void everywhere.
+//   * Pin: manual's sticky table: a routing key was pinned to a worker
+//     (policies/manual.hpp says how replicas agree on the order).
 //
 // Workers are named by URL, never by WorkerId: ids are local to each
 // replica's WorkerSet. A change does not say which router made it, or that
@@ -74,7 +76,18 @@ struct WorkerGone {
   std::string worker{};  // URL
 };
 
-using Change = std::variant<Placement, Forget, WorkerGone>;
+// A routing key pinned to a worker at `stamp` (the pinning replica's clock,
+// nanoseconds). `reset`: the key was new (or had expired) there, so pins
+// older than this one no longer count.
+struct Pin {
+  std::string model{};
+  std::string key{};
+  std::string worker{};  // URL
+  std::int64_t stamp = 0;
+  bool reset = false;
+};
+
+using Change = std::variant<Placement, Forget, WorkerGone, Pin>;
 
 // Where a policy hands its changes over (set_state_sink). Called on the
 // select_worker path and from report_cached: an implementation must not
@@ -88,6 +101,8 @@ class StateSink {
   virtual void forgot(std::string_view model, std::string_view worker, std::uint32_t first,
                       std::span<const std::uint64_t> keys) noexcept = 0;
   virtual void worker_gone(std::string_view worker) noexcept = 0;
+  virtual void pinned(std::string_view model, std::string_view key, std::string_view worker,
+                      std::int64_t stamp, bool reset) noexcept = 0;
 };
 
 // What applying a change did.

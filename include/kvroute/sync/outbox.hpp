@@ -71,6 +71,21 @@ class Outbox final : public StateSink {
     }
   }
 
+  void pinned(std::string_view model, std::string_view key, std::string_view worker,
+              std::int64_t stamp, bool reset) noexcept override {
+    const std::size_t cost = kOverhead + model.size() + key.size() + worker.size();
+    detail::MutexLock lock(&mu_);
+    if (!room(cost)) return;
+    try {
+      held_.emplace_back(
+          Pin{std::string(model), std::string(key), std::string(worker), stamp, reset});
+      bytes_ += cost;
+      accepted_.fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
   // Moves every held change to the end of `out` (in the order emitted) and
   // empties the buffer. Returns how many.
   std::size_t drain(std::vector<Change>& out) {

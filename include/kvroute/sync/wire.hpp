@@ -14,10 +14,11 @@
 //
 //   "KVRS"  version:u8  source:str  seq:varint  sent_ns:u64
 //   changes:varint  change*  loads:varint  load*  checksum:u64
-//   change = tag:u8 (1 placement, 2 forget, 3 worker gone) then
+//   change = tag:u8 (1 placement, 2 forget, 3 worker gone, 4 pin) then
 //            placement/forget: model:str worker:str scheme:u8 first:varint
 //                              keys:varint key:u64*
 //            worker gone:      worker:str
+//            pin:              model:str key:str worker:str stamp:u64 reset:u8
 //   load   = worker:str in_flight:varint tokens:varint
 //   str    = length:varint bytes
 //
@@ -81,7 +82,7 @@ struct Batch {
 };
 
 namespace wire_detail {
-enum Tag : std::uint8_t { kPlacement = 1, kForget = 2, kWorkerGone = 3 };
+enum Tag : std::uint8_t { kPlacement = 1, kForget = 2, kWorkerGone = 3, kPin = 4 };
 
 template <class C>
 void encode_keys(detail::Writer& w, const C& c) {
@@ -137,9 +138,16 @@ inline std::string encode(const Batch& b) {
           } else if constexpr (std::is_same_v<T, Forget>) {
             w.u8(kForget);
             encode_keys(w, x);
-          } else {
+          } else if constexpr (std::is_same_v<T, WorkerGone>) {
             w.u8(kWorkerGone);
             w.str(x.worker);
+          } else {
+            w.u8(kPin);
+            w.str(x.model);
+            w.str(x.key);
+            w.str(x.worker);
+            w.u64(static_cast<std::uint64_t>(x.stamp));
+            w.u8(x.reset ? 1 : 0);
           }
         },
         c);
@@ -198,6 +206,16 @@ inline absl::StatusOr<Batch> decode(std::string_view bytes) {
       std::string_view worker;
       if (!r.str(worker, kMaxNameBytes)) return bad("bad worker-gone change", at());
       b.changes.emplace_back(WorkerGone{std::string(worker)});
+    } else if (tag == kPin) {
+      std::string_view model, key, worker;
+      std::uint64_t stamp = 0;
+      std::uint8_t reset = 0;
+      if (!r.str(model, kMaxNameBytes) || !r.str(key, kMaxNameBytes) ||
+          !r.str(worker, kMaxNameBytes) || !r.u64(stamp) || !r.u8(reset) || reset > 1) {
+        return bad("bad pin", at());
+      }
+      b.changes.emplace_back(Pin{std::string(model), std::string(key), std::string(worker),
+                                 static_cast<std::int64_t>(stamp), reset == 1});
     } else {
       return bad(absl::StrCat("unknown change tag ", static_cast<int>(tag)), at());
     }

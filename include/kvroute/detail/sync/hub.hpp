@@ -131,7 +131,9 @@ class SyncHub {
     return std::visit(
         [&](const auto& c) noexcept -> sync::Applied {
           using T = std::decay_t<decltype(c)>;
-          if constexpr (std::is_same_v<T, sync::WorkerGone>) {
+          if constexpr (std::is_same_v<T, sync::Pin>) {
+            return sync::Applied::kNotShared;  // manual's
+          } else if constexpr (std::is_same_v<T, sync::WorkerGone>) {
             const Worker* w = snapshot.find_url(c.worker);
             if (w == nullptr) return sync::Applied::kUnknownWorker;
             trees.for_each([id = w->id.value](ApproxRadixTree& t) { t.remove_tenant(id); });
