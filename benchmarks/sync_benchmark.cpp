@@ -1,14 +1,26 @@
 // What sharing state between router replicas costs select_worker, for
-// cache_aware and least_prefill over 8 workers on the standard request mix
-// (benchmarks/workloads/request_mix.hpp):
+// cache_aware and least_prefill over 8 workers, on two workloads:
 //
+//   * BM_SyncMix: the standard request mix (workloads/request_mix.hpp),
+//     cycled: after the first pass every text is known, the steady state of
+//     a router whose traffic repeats itself;
+//   * BM_SyncChat: multi-turn chat (workloads/generators.hpp, make_chat),
+//     routed once from empty state: every request brings new text, so
+//     every selection has chunks to emit.
+//
+// Modes:
 //   * no_sink: the policy alone, the reference in the same run;
-//   * sink: placements emitted to an Outbox, drained every 256 selections as
-//     a sender thread would (the drain is inside the timing); the target is
-//     at most 10% below no_sink's rate;
-//   * sink_and_receiving: the same, and another replica's placements (of
-//     the same mix, routed once beforehand) applied every 256 selections,
-//     so that selections fold remote prefixes in.
+//   * sink: placements emitted to an Outbox; the target is at most 10%
+//     below no_sink's rate. Every 256 selections the outbox is drained and
+//     its batch encoded, as the transport's thread would: that is timed
+//     apart (sender_ns_per_request), not in the selections' rate;
+//   * sink_and_receiving: the same, plus another replica's changes applied.
+//     Mix: that replica routed the same mix, and its changes are applied
+//     over and over (each selection folds a remote prefix in: a worst
+//     case). Chat: two replicas behind a round-robin front; this one routes
+//     the even requests and applies, per request, the other's changes for
+//     the odd one before it, so its selections fold in the turns the other
+//     routed.
 //
 // Counters: wire_bytes_per_request (the encoded batches, sync/wire.hpp) and
 // text_bytes_per_request, whose ratio is what travels per byte routed.
@@ -17,6 +29,7 @@
 //   ./build/bench/benchmarks/kvroute_sync_benchmark
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -25,6 +38,7 @@
 #include "kvroute/kvroute.hpp"
 #include "kvroute/sync/outbox.hpp"
 #include "kvroute/sync/wire.hpp"
+#include "workloads/generators.hpp"
 #include "workloads/request_mix.hpp"
 
 namespace {
@@ -46,6 +60,26 @@ struct Replica {
   std::shared_ptr<const kvroute::WorkerSnapshot> snap;
 };
 
+// The transport's side, on its own thread in a router: drains the outbox
+// and encodes a batch. Timed apart (paused out of the selections' timing)
+// and reported per request as sender_ns_per_request.
+struct Sender {
+  kvroute::sync::Outbox& out;
+  std::vector<kvroute::sync::Change> drained{};
+  std::size_t wire_bytes = 0;
+  std::chrono::nanoseconds spent{0};
+
+  void flush(benchmark::State& state) {
+    state.PauseTiming();
+    const auto t0 = std::chrono::steady_clock::now();
+    drained.clear();
+    out.drain(drained);
+    wire_bytes += kvroute::sync::encode({.source = "bench", .changes = drained}).size();
+    spent += std::chrono::steady_clock::now() - t0;
+    state.ResumeTiming();
+  }
+};
+
 // Another replica's changes for the whole mix, routed once.
 template <class P>
 std::vector<kvroute::sync::Change> remote_changes(const kvbench::RequestMix& mix) {
@@ -63,7 +97,7 @@ std::vector<kvroute::sync::Change> remote_changes(const kvbench::RequestMix& mix
 }
 
 template <class P>
-void BM_Sync(benchmark::State& state) {
+void BM_SyncMix(benchmark::State& state) {
   const auto mode = static_cast<Mode>(state.range(0));
   const kvbench::RequestMix& mix = kvbench::RequestMix::standard();
   Replica r;
@@ -74,8 +108,8 @@ void BM_Sync(benchmark::State& state) {
   std::vector<kvroute::sync::Change> incoming;
   if (mode == kSinkAndReceiving) incoming = remote_changes<P>(mix);
 
-  std::vector<kvroute::sync::Change> drained;
-  std::size_t next_in = 0, wire_bytes = 0, text_bytes = 0, i = 0;
+  Sender sender{out};
+  std::size_t next_in = 0, text_bytes = 0, i = 0;
   std::uint64_t hits = 0;
   for (auto _ : state) {
     const kvroute::RequestView req = mix.view(i++);
@@ -84,9 +118,7 @@ void BM_Sync(benchmark::State& state) {
     hits += d.branch == kvroute::Branch::kCacheHit ? 1 : 0;
     benchmark::DoNotOptimize(d);
     if (mode != kNoSink && i % kDrainEvery == 0) {
-      drained.clear();
-      out.drain(drained);
-      wire_bytes += kvroute::sync::encode({.source = "bench", .changes = drained}).size();
+      sender.flush(state);
       for (std::size_t k = 0; k < kDrainEvery && !incoming.empty(); ++k) {
         (void)policy.apply_change(incoming[next_in], *r.snap);
         next_in = (next_in + 1) % incoming.size();
@@ -96,20 +128,103 @@ void BM_Sync(benchmark::State& state) {
   const auto n = static_cast<double>(state.iterations());
   state.counters["hit_rate"] = static_cast<double>(hits) / n;
   state.counters["text_bytes_per_request"] = static_cast<double>(text_bytes) / n;
-  state.counters["wire_bytes_per_request"] = static_cast<double>(wire_bytes) / n;
+  state.counters["wire_bytes_per_request"] = static_cast<double>(sender.wire_bytes) / n;
+  state.counters["sender_ns_per_request"] = static_cast<double>(sender.spent.count()) / n;
   state.counters["dropped"] = static_cast<double>(out.dropped());
   if (hits == 0 && state.iterations() > 100) state.SkipWithError("the policy never hit its tree");
 }
 
+// Chat requests, each routed once: the other replica's changes per odd
+// request (it routes the odd ones), and the even ones for this replica.
+struct ChatSplit {
+  static const ChatSplit& get() {
+    static const ChatSplit split;
+    return split;
+  }
+  static constexpr std::size_t kRequests = 8000;
+  std::vector<std::string> texts = kvbench::make_chat(kRequests);
+};
+
+template <class P>
+std::vector<std::vector<kvroute::sync::Change>> odd_changes(const std::vector<std::string>& texts) {
+  Replica other;
+  P policy(typename P::Options{.seed = 99});
+  kvroute::notify_workers_changed(policy, *other.snap);
+  kvroute::sync::Outbox out({.max_bytes = std::size_t{1} << 30});
+  policy.set_state_sink(&out);
+  std::vector<std::vector<kvroute::sync::Change>> per_request(texts.size());
+  for (std::size_t i = 1; i < texts.size(); i += 2) {
+    (void)kvroute::select_worker(policy, {.text = texts[i]}, *other.snap, other.load);
+    out.drain(per_request[i]);
+  }
+  return per_request;
+}
+
+template <class P>
+void BM_SyncChat(benchmark::State& state) {
+  const auto mode = static_cast<Mode>(state.range(0));
+  const std::vector<std::string>& texts = ChatSplit::get().texts;
+  std::vector<std::vector<kvroute::sync::Change>> incoming;
+  if (mode == kSinkAndReceiving) incoming = odd_changes<P>(texts);
+  const std::size_t step = mode == kSinkAndReceiving ? 2 : 1;
+
+  kvroute::sync::Outbox out({.max_bytes = std::size_t{64} << 20});
+  Sender sender{out};
+  std::size_t text_bytes = 0, routed = 0;
+  std::uint64_t hits = 0;
+  for (auto _ : state) {  // one pass over the workload per iteration
+    state.PauseTiming();
+    auto r = std::make_unique<Replica>();
+    auto policy = std::make_unique<P>(typename P::Options{.seed = 1});
+    kvroute::notify_workers_changed(*policy, *r->snap);
+    if (mode != kNoSink) policy->set_state_sink(&out);
+    state.ResumeTiming();
+    for (std::size_t i = 0; i < texts.size(); i += step) {
+      if (mode == kSinkAndReceiving && i > 0) {
+        for (const auto& c : incoming[i - 1]) (void)policy->apply_change(c, *r->snap);
+      }
+      text_bytes += texts[i].size();
+      kvroute::Decision d = kvroute::select_worker(*policy, {.text = texts[i]}, *r->snap, r->load);
+      hits += d.branch == kvroute::Branch::kCacheHit ? 1 : 0;
+      benchmark::DoNotOptimize(d);
+      if (mode != kNoSink && ++routed % kDrainEvery == 0) sender.flush(state);
+    }
+    if (mode != kNoSink) sender.flush(state);
+    state.PauseTiming();  // the replica's teardown is not timed
+    policy.reset();
+    r.reset();
+    state.ResumeTiming();
+  }
+  const auto n = static_cast<double>(state.iterations() * ((texts.size() + step - 1) / step));
+  state.SetItemsProcessed(static_cast<std::int64_t>(n));
+  state.counters["hit_rate"] = static_cast<double>(hits) / n;
+  state.counters["text_bytes_per_request"] = static_cast<double>(text_bytes) / n;
+  state.counters["wire_bytes_per_request"] = static_cast<double>(sender.wire_bytes) / n;
+  state.counters["sender_ns_per_request"] = static_cast<double>(sender.spent.count()) / n;
+  state.counters["dropped"] = static_cast<double>(out.dropped());
+}
+
 }  // namespace
 
-BENCHMARK_TEMPLATE(BM_Sync, kvroute::CacheAware)
+BENCHMARK_TEMPLATE(BM_SyncMix, kvroute::CacheAware)
     ->ArgName("mode")
     ->Arg(kNoSink)
     ->Arg(kSink)
     ->Arg(kSinkAndReceiving);
-BENCHMARK_TEMPLATE(BM_Sync, kvroute::LeastPrefill)
+BENCHMARK_TEMPLATE(BM_SyncMix, kvroute::LeastPrefill)
     ->ArgName("mode")
     ->Arg(kNoSink)
     ->Arg(kSink)
     ->Arg(kSinkAndReceiving);
+BENCHMARK_TEMPLATE(BM_SyncChat, kvroute::CacheAware)
+    ->ArgName("mode")
+    ->Arg(kNoSink)
+    ->Arg(kSink)
+    ->Arg(kSinkAndReceiving)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_SyncChat, kvroute::LeastPrefill)
+    ->ArgName("mode")
+    ->Arg(kNoSink)
+    ->Arg(kSink)
+    ->Arg(kSinkAndReceiving)
+    ->Unit(benchmark::kMillisecond);

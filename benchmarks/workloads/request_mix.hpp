@@ -43,6 +43,9 @@ class RequestMix {
     }
   }
 
+  std::size_t size() const noexcept { return items_.size(); }
+
+  // The i-th request, cycling over the mix.
   kvroute::RequestView view(std::size_t i) const {
     const Item& it = items_[i % items_.size()];
     kvroute::RequestView r{.text = it.text, .tokens = it.tokens};

@@ -250,6 +250,29 @@ TEST_CASE("replicas: bytes on the wire are a fraction of the text", "[sync]") {
   CHECK(wire_bytes * 8 < text_bytes);
 }
 
+TEST_CASE("replicas: a text its worker already held emits nothing", "[sync]") {
+  Replica<kvroute::LeastPrefill> lp("lp", kUrls, 1);
+  Replica<kvroute::CacheAware> ca("ca", kUrls, 1);
+  const std::string chat = std::string(1000, 's') + " user: hello";
+  auto check = [&chat](auto& r) {
+    const std::string first = r.route(chat);
+    auto one = kvroute::sync::decode(r.take_message());
+    REQUIRE(one.ok());
+    CHECK(one->changes.size() == 1);
+    CHECK(r.route(chat) == first);  // a hit on the worker that holds it all
+    auto again = kvroute::sync::decode(r.take_message());
+    REQUIRE(again.ok());
+    CHECK(again->changes.empty());
+    r.route(chat + std::string(200, 'n'));  // one new chunk: emitted
+    auto more = kvroute::sync::decode(r.take_message());
+    REQUIRE(more.ok());
+    REQUIRE(more->changes.size() == 1);
+    CHECK(std::get<kvroute::sync::Placement>(more->changes[0]).keys.size() >= 1);
+  };
+  check(lp);
+  check(ca);
+}
+
 TEST_CASE("replicas: changes for unknown workers or schemes are ignored", "[sync]") {
   Replica<kvroute::CacheAware> a("a", kUrls, 1);
   const auto snap = a.router.workers().snapshot();

@@ -2,8 +2,11 @@
 // the wire format, the outbox, the remote index, shared load, and two
 // policies that learn each other's placements.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -189,4 +192,56 @@ TEST_CASE("sync: shared load adds live replicas' loads and expires silent ones",
   shared.update("y", from_y);  // a report replaces, never adds
   shared.apply(*r.workers().snapshot(), r.load());
   CHECK(r.load().in_flight(a) == 1 + 2);
+}
+
+TEST_CASE("sync: the outbox gives back every kind of change, in order", "[sync]") {
+  kvroute::sync::Outbox out;
+  const std::vector<std::uint64_t> keys = {1, 0xFFFFFFFFFFFFFFFFull, 3};
+  out.placed("m", "http://w1:8000", 4, keys);
+  out.forgot("", "http://w2:8000", 0, std::span(keys).subspan(1));
+  out.worker_gone("http://w3:8000");
+  out.pinned("m2", "user-7", "http://w4:8000", -5, true);
+  out.placed("", "", 0, {});
+  std::vector<Change> got;
+  REQUIRE(out.drain(got) == 5);
+  const auto& p = std::get<kvroute::sync::Placement>(got[0]);
+  CHECK((p.model == "m" && p.worker == "http://w1:8000" && p.first == 4 && p.keys == keys));
+  const auto& f = std::get<kvroute::sync::Forget>(got[1]);
+  CHECK((f.model.empty() && f.worker == "http://w2:8000" && f.first == 0));
+  CHECK(f.keys == std::vector<std::uint64_t>(keys.begin() + 1, keys.end()));
+  CHECK(std::get<kvroute::sync::WorkerGone>(got[2]).worker == "http://w3:8000");
+  const auto& pin = std::get<kvroute::sync::Pin>(got[3]);
+  CHECK((pin.model == "m2" && pin.key == "user-7" && pin.worker == "http://w4:8000"));
+  CHECK((pin.stamp == -5 && pin.reset));
+  CHECK(std::get<kvroute::sync::Placement>(got[4]).keys.empty());
+  CHECK(out.drain(got) == 0);  // emptied
+}
+
+TEST_CASE("sync: the outbox takes changes from many threads while one drains", "[sync]") {
+  kvroute::sync::Outbox out({.max_bytes = std::size_t{1} << 20});
+  constexpr int kThreads = 4, kEach = 2000;
+  std::vector<Change> got;
+  std::atomic<int> running{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&out, &running, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::uint64_t k[] = {static_cast<std::uint64_t>(t), static_cast<std::uint64_t>(i)};
+        out.placed("m", "http://w", static_cast<std::uint32_t>(i), k);
+      }
+      running.fetch_sub(1);
+    });
+  }
+  while (running.load() > 0) out.drain(got);
+  for (auto& th : threads) th.join();
+  out.drain(got);
+  CHECK(got.size() + out.dropped() == kThreads * kEach);
+  std::vector<int> next(kThreads, 0);  // each thread's changes in its order
+  for (const Change& c : got) {
+    const auto& p = std::get<kvroute::sync::Placement>(c);
+    REQUIRE(p.keys.size() == 2);
+    const auto t = static_cast<std::size_t>(p.keys[0]);
+    CHECK(static_cast<int>(p.keys[1]) >= next[t]);
+    next[t] = static_cast<int>(p.keys[1]) + 1;
+  }
 }

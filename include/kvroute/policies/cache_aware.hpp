@@ -214,7 +214,11 @@ class CacheAware {
       d.claimed = mi.match.matched;
       d.ticket = mi.match.previous_recency;
     }
-    if (syncing) hub_.emit_placed(r.model, chosen->url, chunks, mi.match.matched_symbols);
+    if (syncing) {
+      const bool held_all =
+          mi.held && mi.match.matched_symbols >= chunks.size() * sync::kChunkBytes;
+      hub_.emit_placed(r.model, chosen->url, chunks, mi.match.matched_symbols, held_all);
+    }
     return d;
   }
 

@@ -257,7 +257,7 @@ class LeastPrefill {
     tree->insert(r.text, chosen->id.value);
     // best_match counts code points, at most the bytes they span: the
     // chunks emitted start at or before the first one the tree lacked.
-    if (syncing) hub_.emit_placed(r.model, chosen->url, chunks, best_match);
+    if (syncing) hub_.emit_placed(r.model, chosen->url, chunks, best_match, chosen_match >= input);
     observe(static_cast<double>(input) / cpt_,
             static_cast<double>(input - std::min(chosen_match, input)) / cpt_);
     return d;

@@ -16,8 +16,8 @@
 // The hash is kvroute's own, fixed for every platform and release (little-
 // endian reads; golden values in tests/golden/chunk_key_test.cpp), so that
 // replicas on different machines compute the same keys. It folds 64-bit
-// multiplies over four independent 32-byte lanes, about 6 GB/s on one core:
-// a placement's keys cost a fraction of its tree insert.
+// multiplies over four independent 32-byte lanes, so that a placement's
+// keys cost a fraction of its tree insert (benchmarks/sync_benchmark.cpp).
 //
 // Thread safety: pure functions.
 //

@@ -10,7 +10,13 @@
 // (their trees learn the text when it next reaches them); the counter lets
 // an operator see it (the router's /metrics).
 //
-// Thread safety: thread-safe. One short mutex per change and per drain.
+// The buffer is one byte log: a change is appended as a flat record (one
+// copy, no allocation once the log has grown to its working size), and
+// drain() turns the records into Change values on the caller's thread, the
+// transport's, so that building them costs the selections nothing.
+//
+// Thread safety: thread-safe. One short mutex per change; drain() takes it
+// once to swap the log out.
 //
 // Example:
 //
@@ -26,6 +32,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,8 +51,9 @@ namespace sync {
 class Outbox final : public StateSink {
  public:
   struct Options {
-    // The buffer's bound: the bytes of the changes held (model, worker and
-    // eight per key, plus a fixed overhead per change).
+    // The buffer's bound, in bytes of the log: per change its model,
+    // worker (and key) strings, eight bytes per chunk key, and a fixed
+    // record header.
     std::size_t max_bytes = std::size_t{8} << 20;
   };
   Outbox() noexcept : Outbox(Options{}) {}
@@ -52,55 +61,31 @@ class Outbox final : public StateSink {
 
   void placed(std::string_view model, std::string_view worker, std::uint32_t first,
               std::span<const std::uint64_t> keys) noexcept override {
-    push(model, worker, first, keys, /*forget=*/false);
+    append({.kind = kPlaced, .first = first, .keys = keys.size()}, model, worker, {}, keys);
   }
   void forgot(std::string_view model, std::string_view worker, std::uint32_t first,
               std::span<const std::uint64_t> keys) noexcept override {
-    push(model, worker, first, keys, /*forget=*/true);
+    append({.kind = kForgot, .first = first, .keys = keys.size()}, model, worker, {}, keys);
   }
   void worker_gone(std::string_view worker) noexcept override {
-    const std::size_t cost = kOverhead + worker.size();
-    detail::MutexLock lock(&mu_);
-    if (!room(cost)) return;
-    try {
-      held_.emplace_back(WorkerGone{std::string(worker)});
-      bytes_ += cost;
-      accepted_.fetch_add(1, std::memory_order_relaxed);
-    } catch (...) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-    }
+    append({.kind = kWorkerGone}, {}, worker, {}, {});
   }
-
   void pinned(std::string_view model, std::string_view key, std::string_view worker,
               std::int64_t stamp, bool reset) noexcept override {
-    const std::size_t cost = kOverhead + model.size() + key.size() + worker.size();
-    detail::MutexLock lock(&mu_);
-    if (!room(cost)) return;
-    try {
-      held_.emplace_back(
-          Pin{std::string(model), std::string(key), std::string(worker), stamp, reset});
-      bytes_ += cost;
-      accepted_.fetch_add(1, std::memory_order_relaxed);
-    } catch (...) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-    }
+    append({.kind = kPinned, .reset = reset, .stamp = stamp}, model, worker, key, {});
   }
 
   // Moves every held change to the end of `out` (in the order emitted) and
-  // empties the buffer. Returns how many.
+  // empties the buffer. Returns how many. Allocates (the Change values).
   std::size_t drain(std::vector<Change>& out) {
-    std::vector<Change> taken;
+    detail::MutexLock drain_lock(&drain_mu_);
+    taken_.clear();
     {
       detail::MutexLock lock(&mu_);
-      taken.swap(held_);
-      bytes_ = 0;
+      log_.swap(taken_);  // the log keeps the capacity the last drain left
     }
-    const std::size_t n = taken.size();
-    if (out.empty()) {
-      out = std::move(taken);
-    } else {
-      for (Change& c : taken) out.push_back(std::move(c));
-    }
+    std::size_t n = 0;
+    for (std::size_t at = 0; at < taken_.size(); ++n) out.push_back(read(at));
     return n;
   }
 
@@ -110,44 +95,86 @@ class Outbox final : public StateSink {
   std::uint64_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
   std::size_t held_bytes() const {
     detail::MutexLock lock(&mu_);
-    return bytes_;
+    return log_.size();
   }
 
  private:
-  static constexpr std::size_t kOverhead = 64;
+  enum Kind : std::uint8_t { kPlaced, kForgot, kWorkerGone, kPinned };
+  // A record: this header, then the model, worker and key bytes, then the
+  // chunk keys. In process memory only: the wire format is wire.hpp's.
+  struct Record {
+    Kind kind = kPlaced;
+    bool reset = false;
+    std::uint32_t first = 0;
+    std::size_t keys = 0;
+    std::int64_t stamp = 0;
+    std::uint32_t model_len = 0, worker_len = 0, key_len = 0;
+  };
 
-  void push(std::string_view model, std::string_view worker, std::uint32_t first,
-            std::span<const std::uint64_t> keys, bool forget) noexcept {
-    const std::size_t cost = kOverhead + model.size() + worker.size() + 8 * keys.size();
+  void append(Record r, std::string_view model, std::string_view worker, std::string_view key,
+              std::span<const std::uint64_t> keys) noexcept {
+    r.model_len = static_cast<std::uint32_t>(model.size());
+    r.worker_len = static_cast<std::uint32_t>(worker.size());
+    r.key_len = static_cast<std::uint32_t>(key.size());
+    const std::size_t size =
+        sizeof(Record) + model.size() + worker.size() + key.size() + 8 * keys.size();
     detail::MutexLock lock(&mu_);
-    if (!room(cost)) return;
+    if (log_.size() + size > max_bytes_) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const std::size_t at = log_.size();
     try {
-      Placement p{std::string(model), std::string(worker), first,
-                  std::vector<std::uint64_t>(keys.begin(), keys.end())};
-      if (forget) {
-        held_.emplace_back(
-            Forget{std::move(p.model), std::move(p.worker), p.first, std::move(p.keys)});
-      } else {
-        held_.emplace_back(std::move(p));
-      }
-      bytes_ += cost;
-      accepted_.fetch_add(1, std::memory_order_relaxed);
+      log_.resize(at + size);
     } catch (...) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
     }
+    char* p = log_.data() + at;
+    std::memcpy(p, &r, sizeof r);
+    p += sizeof r;
+    for (std::string_view part : {model, worker, key}) {
+      if (!part.empty()) std::memcpy(p, part.data(), part.size());
+      p += part.size();
+    }
+    if (!keys.empty()) std::memcpy(p, keys.data(), 8 * keys.size());
+    accepted_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // Whether a change of `cost` bytes fits; counts it as dropped if not.
-  bool room(std::size_t cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (bytes_ + cost <= max_bytes_) return true;
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+  // The record at `at` of taken_, as a Change; moves `at` past it.
+  Change read(std::size_t& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
+    Record r;
+    std::memcpy(&r, taken_.data() + at, sizeof r);
+    const char* p = taken_.data() + at + sizeof r;
+    auto next = [&p](std::size_t n) {
+      std::string s(p, n);
+      p += n;
+      return s;
+    };
+    std::string model = next(r.model_len);
+    std::string worker = next(r.worker_len);
+    std::string key = next(r.key_len);
+    std::vector<std::uint64_t> keys(r.keys);
+    if (r.keys > 0) std::memcpy(keys.data(), p, 8 * r.keys);
+    at = static_cast<std::size_t>(p - taken_.data()) + 8 * r.keys;
+    switch (r.kind) {
+      case kPlaced:
+        return Placement{std::move(model), std::move(worker), r.first, std::move(keys)};
+      case kForgot:
+        return Forget{std::move(model), std::move(worker), r.first, std::move(keys)};
+      case kWorkerGone:
+        return WorkerGone{std::move(worker)};
+      case kPinned:
+        break;
+    }
+    return Pin{std::move(model), std::move(key), std::move(worker), r.stamp, r.reset};
   }
 
   const std::size_t max_bytes_;
   mutable detail::Mutex mu_;
-  std::vector<Change> held_ ABSL_GUARDED_BY(mu_);
-  std::size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string log_ ABSL_GUARDED_BY(mu_);
+  detail::Mutex drain_mu_;  // one drain at a time: taken_ is its scratch
+  std::string taken_ ABSL_GUARDED_BY(drain_mu_);
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> accepted_{0};
 };

@@ -80,11 +80,14 @@ class SyncHub {
 
   // After a selection inserted the text under `worker`: emits the chunks
   // from the one holding byte `known` of the text (what the tree matched
-  // before the insert) to the last whole chunk.
+  // before the insert) to the last whole chunk. Nothing when `worker`
+  // already held every whole chunk (`held_all`): the tree learnt that from
+  // a placement that was emitted then, here or on another replica, so a
+  // request that only repeats known text costs nothing to share.
   void emit_placed(std::string_view model, std::string_view worker, sync::TextChunks& chunks,
-                   std::size_t known) noexcept {
+                   std::size_t known, bool held_all = false) noexcept {
     sync::StateSink* s = sink();
-    if (s == nullptr || chunks.size() == 0) return;
+    if (s == nullptr || chunks.size() == 0 || held_all) return;
     const std::size_t first = std::min(known / sync::kChunkBytes, chunks.size() - 1);
     if (!chunks.compute_from(first)) return;
     s->placed(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
