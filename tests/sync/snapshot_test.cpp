@@ -414,3 +414,141 @@ TEST_CASE("snapshot: saving an unknown model is NotFound", "[snapshot]") {
   Saved a(2, 2);
   CHECK(a.policy.save_state("nope", *a.snap).status().code() == absl::StatusCode::kNotFound);
 }
+
+namespace {
+
+using kvroute::Manual;
+using kvroute::sync::Pin;
+
+// The candidates of (model, key) as URLs, oldest first; empty when absent.
+std::vector<std::string> candidates(const Manual& m, const WorkerSnapshot& ws,
+                                    const std::string& model, const std::string& key) {
+  std::vector<std::string> out;
+  if (auto e = m.entry(model, key)) {
+    for (kvroute::WorkerId id : e->candidates) {
+      const kvroute::Worker* w = ws.find(id);
+      out.push_back(w != nullptr ? w->url : "?");
+    }
+  }
+  return out;
+}
+
+void apply(Manual& m, const WorkerSnapshot& ws, const Pin& p) {
+  REQUIRE(m.apply_change(p, ws) == kvroute::sync::Applied::kApplied);
+}
+
+// Pins of 20 keys over workers 0..3: some keys repinned, some reset.
+std::vector<Pin> sample_pins(const std::string& model) {
+  std::vector<Pin> pins;
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = "session-" + std::to_string(k);
+    pins.push_back({model, key, url(k % 4), 100 + k, true});
+    if (k % 3 == 0) pins.push_back({model, key, url((k + 1) % 4), 200 + k, false});
+    if (k % 5 == 0) pins.push_back({model, key, url((k + 2) % 4), 300 + k, false});
+    if (k % 7 == 0) pins.push_back({model, key, url((k + 3) % 4), 400 + k, true});
+  }
+  return pins;
+}
+
+}  // namespace
+
+TEST_CASE("snapshot: manual's table round-trips, with ages and epochs", "[snapshot]") {
+  kvroute::ManualClock clock_a(std::chrono::seconds(1000));
+  WorkerSet ws_a;
+  auto snap_a = add_workers(ws_a, {0, 1, 2, 3});
+  Manual a(Manual::Options{.clock = &clock_a});
+  for (const Pin& p : sample_pins("m")) apply(a, *snap_a, p);
+  apply(a, *snap_a, {"other", "k", url(1), 5, true});
+  clock_a.advance(std::chrono::seconds(30));
+  CHECK(a.models() == std::vector<std::string>{"m", "other"});
+  absl::StatusOr<std::string> bytes = a.save_state("m", *snap_a);
+  REQUIRE(bytes.ok());
+
+  kvroute::ManualClock clock_b(std::chrono::seconds(5000));
+  WorkerSet ws_b;
+  auto snap_b = add_workers(ws_b, {2, 0, 3, 1});
+  Manual b(Manual::Options{.clock = &clock_b});
+  absl::StatusOr<kvroute::sync::RestoreResult> r = b.restore_state(*bytes, *snap_b);
+  REQUIRE(r.ok());
+  CHECK(r->model == "m");
+  CHECK(r->restored == 20);
+  CHECK(r->skipped == 0);
+  CHECK(b.size() == 20);
+  CHECK(!b.entry("other", "k").has_value());
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = "session-" + std::to_string(k);
+    INFO(key);
+    CHECK(candidates(b, *snap_b, "m", key) == candidates(a, *snap_a, "m", key));
+    // Last used 30 s before the save: 30 s before now on b.
+    CHECK(b.entry("m", key)->last_access == std::chrono::seconds(5000 - 30));
+  }
+  // Idempotent.
+  REQUIRE(b.restore_state(*bytes, *snap_b).ok());
+  CHECK(b.size() == 20);
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = "session-" + std::to_string(k);
+    CHECK(candidates(b, *snap_b, "m", key) == candidates(a, *snap_a, "m", key));
+  }
+}
+
+TEST_CASE("snapshot: a manual restore agrees with the replicas' pins", "[snapshot]") {
+  WorkerSet ws;
+  auto snap = add_workers(ws, {0, 1, 2, 3});
+  const std::vector<Pin> pins = sample_pins("m");
+  // a holds the even pins, b the odd ones, c all of them.
+  Manual a, b, c;
+  for (std::size_t i = 0; i < pins.size(); ++i) {
+    apply(i % 2 == 0 ? a : b, *snap, pins[i]);
+    apply(c, *snap, pins[i]);
+  }
+  // The reset of key 0 at stamp 100 was displaced on a by later pins: only
+  // the list's epoch says that b's older candidates no longer count.
+  apply(b, *snap, {"m", "session-0", url(3), 50, true});
+  absl::StatusOr<std::string> bytes = a.save_state("m", *snap);
+  REQUIRE(bytes.ok());
+  REQUIRE(b.restore_state(*bytes, *snap).ok());
+  apply(c, *snap, {"m", "session-0", url(3), 50, true});
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = "session-" + std::to_string(k);
+    INFO(key);
+    CHECK(candidates(b, *snap, "m", key) == candidates(c, *snap, "m", key));
+  }
+}
+
+TEST_CASE("snapshot: manual skips unknown workers and rejects bad snapshots unchanged",
+          "[snapshot]") {
+  WorkerSet ws;
+  auto snap = add_workers(ws, {0, 1, 2, 3});
+  Manual a;
+  for (const Pin& p : sample_pins("m")) apply(a, *snap, p);
+  absl::StatusOr<std::string> bytes = a.save_state("m", *snap);
+  REQUIRE(bytes.ok());
+
+  WorkerSet ws2;
+  auto snap2 = add_workers(ws2, {0});
+  Manual b;
+  absl::StatusOr<kvroute::sync::RestoreResult> r = b.restore_state(*bytes, *snap2);
+  REQUIRE(r.ok());
+  CHECK(r->unknown_workers == 3);
+  CHECK(r->skipped > 0);
+  CHECK(r->restored == b.size());
+  for (int k = 0; k < 20; ++k) {
+    for (const std::string& u : candidates(b, *snap2, "m", "session-" + std::to_string(k))) {
+      CHECK(u == url(0));
+    }
+  }
+
+  const std::size_t size = b.size();
+  for (std::size_t n = 0; n < bytes->size(); ++n) {
+    REQUIRE(!b.restore_state(bytes->substr(0, n), *snap2).ok());
+  }
+  for (std::size_t i = 0; i < bytes->size(); ++i) {
+    std::string bad = *bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    INFO("byte " << i);
+    REQUIRE(!b.restore_state(bad, *snap2).ok());
+  }
+  CHECK(b.size() == size);
+  CacheAware ca;
+  CHECK(ca.restore_state(*bytes, *snap).status().code() == absl::StatusCode::kFailedPrecondition);
+}
