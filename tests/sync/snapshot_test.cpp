@@ -552,3 +552,52 @@ TEST_CASE("snapshot: manual skips unknown workers and rejects bad snapshots unch
   CacheAware ca;
   CHECK(ca.restore_state(*bytes, *snap).status().code() == absl::StatusCode::kFailedPrecondition);
 }
+
+TEST_CASE("snapshot: AnyPolicy forwards snapshots, and says which policies have none",
+          "[snapshot]") {
+  WorkerSet ws;
+  auto snap = add_workers(ws, {0, 1, 2});
+  kvroute::PolicyConfig cfg;
+  cfg.policy = kvroute::PolicyKind::kLeastPrefill;
+  absl::StatusOr<kvroute::AnyPolicy> a = kvroute::make_policy(cfg);
+  absl::StatusOr<kvroute::AnyPolicy> b = kvroute::make_policy(cfg);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  a->on_workers_changed(*snap);
+  const std::vector<std::string> texts = chat_texts(6, 3, 2);
+  ApproxRadixTree* at = a->get<kvroute::LeastPrefill>()->tree("");
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    REQUIRE(at->insert(texts[i], id_of(*snap, static_cast<int>(i % 3))).ok());
+  }
+  CHECK(a->models() == std::vector<std::string>{""});
+  absl::StatusOr<std::string> bytes = a->save_state("", *snap);
+  REQUIRE(bytes.ok());
+  absl::StatusOr<kvroute::sync::RestoreResult> r = b->restore_state(*bytes, *snap);
+  REQUIRE(r.ok());
+  ApproxRadixTree* bt = b->get<kvroute::LeastPrefill>()->tree("");
+  REQUIRE(bt != nullptr);
+  for (const std::string& p : probes(texts)) CHECK(seen(*bt, *snap, p) == seen(*at, *snap, p));
+
+  cfg.policy = kvroute::PolicyKind::kRoundRobin;
+  absl::StatusOr<kvroute::AnyPolicy> rr = kvroute::make_policy(cfg);
+  REQUIRE(rr.ok());
+  CHECK(rr->models().empty());
+  CHECK(rr->save_state("", *snap).status().code() == absl::StatusCode::kUnimplemented);
+  r = rr->restore_state(*bytes, *snap);
+  CHECK(r.status().code() == absl::StatusCode::kUnimplemented);
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("round_robin"));
+
+  cfg.policy = kvroute::PolicyKind::kManual;
+  absl::StatusOr<kvroute::AnyPolicy> m = kvroute::make_policy(cfg);
+  REQUIRE(m.ok());
+  REQUIRE(m->apply_change(kvroute::sync::Pin{"m", "k", url(1), 7, true}, *snap) ==
+          kvroute::sync::Applied::kApplied);
+  CHECK(m->models() == std::vector<std::string>{"m"});
+  absl::StatusOr<std::string> mb = m->save_state("m", *snap);
+  REQUIRE(mb.ok());
+  absl::StatusOr<kvroute::AnyPolicy> m2 = kvroute::make_policy(cfg);
+  REQUIRE(m2.ok());
+  r = m2->restore_state(*mb, *snap);
+  REQUIRE(r.ok());
+  CHECK(r->restored == 1);
+}
