@@ -136,6 +136,8 @@ struct TreeSnapshotView {
     std::uint32_t parent = 0;
     std::uint64_t path_len = 0;  // symbols from the root to the end of `fragment`
     std::string_view fragment{};
+    std::uint32_t first_claim = 0;  // its claims: claims[first_claim, + claims)
+    std::uint32_t claims = 0;
   };
   struct Claim {
     std::uint32_t node = 0;
@@ -167,12 +169,13 @@ inline absl::Status decode_tree_node(SnapshotReader& r, TreeSnapshotView& v,
   const std::uint32_t parent = depth == 0 ? 0 : path.back();
   const std::uint64_t plen = (depth == 0 ? 0 : v.nodes[parent].path_len) + frag.size();
   const auto self = static_cast<std::uint32_t>(v.nodes.size());
-  v.nodes.push_back({parent, plen, frag});
+  v.nodes.push_back({parent, plen, frag, static_cast<std::uint32_t>(v.claims.size()), 0});
   v.longest_path = std::max(v.longest_path, plen);
   path.push_back(self);
   if (!r.count(n, v.frame.urls.size())) {
     return r.fail(absl::StrCat("node ", i, ": bad claim count (more than workers)"));
   }
+  v.nodes.back().claims = static_cast<std::uint32_t>(n);
   for (std::uint64_t k = 0; k < n; ++k) {
     std::uint64_t worker = 0, recency = 0;
     if (!r.count(worker, v.frame.urls.size() - 1)) {
@@ -209,6 +212,24 @@ inline absl::StatusOr<TreeSnapshotView> decode_tree(std::string_view bytes,
   return v;
 }
 
+// The claims that need no insert of their own: an insert stamps its whole
+// path, so a claim whose worker holds a child node with the same recency
+// (the stamp that last used it went on into that child) is restored by
+// the child's insert, and a root claim (a registration) by any insert of
+// its worker.
+inline std::vector<bool> implied_claims(const TreeSnapshotView& v) {
+  std::vector<bool> implied(v.claims.size(), false);
+  for (const TreeSnapshotView::Claim& c : v.claims) {
+    if (c.node == 0) continue;
+    const TreeSnapshotView::Node& p = v.nodes[v.nodes[c.node].parent];
+    for (std::uint32_t k = p.first_claim; k < p.first_claim + p.claims; ++k) {
+      const TreeSnapshotView::Claim& up = v.claims[k];
+      if (up.worker == c.worker && (up.node == 0 || up.recency == c.recency)) implied[k] = true;
+    }
+  }
+  return implied;
+}
+
 // Merges a validated snapshot into `tree`, naming workers through
 // `workers`. Allocates everything before the first insert; may throw
 // std::bad_alloc before it.
@@ -225,13 +246,15 @@ inline sync::RestoreResult apply_tree(const TreeSnapshotView& v, ApproxRadixTree
       ++res.unknown_workers;
     }
   }
+  const std::vector<bool> implied = implied_claims(v);
   std::vector<std::uint32_t> order;
   order.reserve(v.claims.size());
   for (std::uint32_t i = 0; i < v.claims.size(); ++i) {
     if (ids[v.claims[i].worker] == kNoSnapshotWorker) {
       ++res.skipped;
     } else {
-      order.push_back(i);
+      ++res.restored;
+      if (!implied[i]) order.push_back(i);
     }
   }
   // Claims are in pre-order, so a stable sort by recency puts an ancestor
@@ -250,11 +273,7 @@ inline sync::RestoreResult apply_tree(const TreeSnapshotView& v, ApproxRadixTree
       std::memcpy(text.data() + pos, f.data(), f.size());
     }
     const InsertResult r = tree.insert(std::string_view(text.data(), len), ids[c.worker]);
-    if (r.ok()) {
-      ++res.restored;
-    } else {
-      ++res.failed;
-    }
+    if (!r.ok()) ++res.failed;
   }
   return res;
 }
