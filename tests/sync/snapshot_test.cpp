@@ -676,3 +676,31 @@ TEST_CASE("snapshot: a snapshot taken while other threads insert and evict is va
   stop = true;
   for (std::thread& t : writers) t.join();
 }
+
+TEST_CASE("snapshot: export_nodes visits token trees in pre-order and stops when asked",
+          "[snapshot]") {
+  kvroute::TokenRadixTree t;
+  const std::vector<std::uint32_t> a{1, 2, 3, 4}, b{1, 2, 9}, c{7};
+  REQUIRE(t.insert(a, 0).ok());
+  REQUIRE(t.insert(b, 1).ok());
+  REQUIRE(t.insert(c, 0).ok());
+  std::vector<std::pair<std::size_t, std::vector<std::uint32_t>>> seen_nodes;
+  std::vector<std::size_t> holders;
+  auto visit = [&](std::size_t depth, std::span<const std::uint32_t> frag,
+                   const kvroute::RadixCandidates& h) noexcept {
+    seen_nodes.emplace_back(depth, std::vector<std::uint32_t>(frag.begin(), frag.end()));
+    holders.push_back(h.size());
+    return true;
+  };
+  REQUIRE(t.export_nodes(visit) == kvroute::ExportStatus::kDone);
+  using V = std::vector<std::uint32_t>;
+  const std::vector<std::pair<std::size_t, V>> want{
+      {0, V{}}, {1, V{1, 2}}, {2, V{3, 4}}, {2, V{9}}, {1, V{7}}};
+  CHECK(seen_nodes == want);
+  CHECK(holders == std::vector<std::size_t>{2, 2, 1, 1, 1});
+  int calls = 0;
+  CHECK(t.export_nodes([&](std::size_t, std::span<const std::uint32_t>,
+                           const kvroute::RadixCandidates&) noexcept { return ++calls < 3; }) ==
+        kvroute::ExportStatus::kStopped);
+  CHECK(calls == 3);
+}
