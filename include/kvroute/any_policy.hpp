@@ -24,8 +24,10 @@
 #define KVROUTE_ANY_POLICY_HPP_
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,6 +48,7 @@
 #include "kvroute/policy.hpp"
 #include "kvroute/policy_config.hpp"
 #include "kvroute/sync/change.hpp"
+#include "kvroute/sync/snapshot.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
 
@@ -96,6 +99,19 @@ class AnyPolicy {
     return impl_->apply_change(change, snapshot);
   }
 
+  // Snapshots (sync/snapshot.hpp), for the policies that keep state
+  // (CacheAware, LeastPrefill, Manual): the others have no models and
+  // answer Unimplemented. Never throw.
+  std::vector<std::string> models() const noexcept { return impl_->models(); }
+  absl::StatusOr<std::string> save_state(std::string_view model,
+                                         const WorkerSnapshot& workers) const noexcept {
+    return impl_->save_state(model, workers);
+  }
+  absl::StatusOr<sync::RestoreResult> restore_state(std::string_view bytes,
+                                                    const WorkerSnapshot& workers) noexcept {
+    return impl_->restore_state(bytes, workers);
+  }
+
   // The held policy if it is a `P`, else null (for policy-specific calls
   // such as RoundRobin::reset).
   template <class P>
@@ -122,6 +138,11 @@ class AnyPolicy {
     virtual bool shares_state() const noexcept = 0;
     virtual void set_state_sink(sync::StateSink*) noexcept = 0;
     virtual sync::Applied apply_change(const sync::Change&, const WorkerSnapshot&) noexcept = 0;
+    virtual std::vector<std::string> models() const noexcept = 0;
+    virtual absl::StatusOr<std::string> save_state(std::string_view,
+                                                   const WorkerSnapshot&) const noexcept = 0;
+    virtual absl::StatusOr<sync::RestoreResult> restore_state(std::string_view,
+                                                              const WorkerSnapshot&) noexcept = 0;
   };
 
   template <class P>
@@ -163,6 +184,38 @@ class AnyPolicy {
       } else {
         return sync::Applied::kNotShared;
       }
+    }
+    static constexpr bool kSnapshots = requires(P & p, const WorkerSnapshot& w) {
+      p.restore_state(std::string_view{}, w);
+    };
+    std::vector<std::string> models() const noexcept override {
+      if constexpr (kSnapshots) {
+        try {
+          return policy.models();
+        } catch (...) {
+        }
+      }
+      return {};
+    }
+    absl::StatusOr<std::string> save_state(std::string_view model,
+                                           const WorkerSnapshot& w) const noexcept override {
+      if constexpr (kSnapshots) {
+        return policy.save_state(model, w);
+      } else {
+        return no_snapshots();
+      }
+    }
+    absl::StatusOr<sync::RestoreResult> restore_state(std::string_view bytes,
+                                                      const WorkerSnapshot& w) noexcept override {
+      if constexpr (kSnapshots) {
+        return policy.restore_state(bytes, w);
+      } else {
+        return no_snapshots();
+      }
+    }
+    absl::Status no_snapshots() const noexcept {
+      return absl::UnimplementedError(
+          absl::StrCat("policy ", detail::to_absl(policy.name()), " keeps no state to snapshot"));
     }
     P policy;
   };

@@ -168,6 +168,14 @@ struct EvictResult {
   }
 };
 
+// What BasicApproxRadixTree::export_nodes did.
+enum class ExportStatus : std::uint8_t {
+  kDone,         // every node was visited (as the walk met them)
+  kStopped,      // the visitor returned false
+  kBusy,         // no epoch slot was free (too many readers at once): retry
+  kOutOfMemory,  // the walk's stack could not grow
+};
+
 struct TenantSize {
   TenantId tenant = kNoTenant;
   std::size_t size = 0;
@@ -500,6 +508,29 @@ class BasicApproxRadixTree {
   // The last recency handed out.
   std::uint64_t now() const noexcept { return clock_.load(std::memory_order_relaxed); }
 
+  // --- export (detail/radix/export-inl.hpp) -----------------------------------
+
+  // Calls visit(depth, fragment, holders) for every node in pre-order,
+  // children by ascending first symbol: the root first (depth 0, empty
+  // fragment), then each node with depth one more than its parent's, so a
+  // node's path is the fragments of the latest visited node at each lower
+  // depth, then its own. `holders` are the tenants holding the node
+  // (ascending id, each with its recency there). A false from visit stops
+  // the walk. `visit` runs with the node locked shared: it must be short
+  // and must not call into the tree.
+  //
+  // Runs alongside every other operation (the file's header says how):
+  // each visited node's path was a path of the tree during the call, with
+  // the holders it had when visited; changes made during the walk may be
+  // missed. What writers unlink during the walk stays allocated until it
+  // ends. Allocates a stack of one entry per level, nothing else. Never
+  // throws.
+  template <class Visit>
+  requires std::is_nothrow_invocable_r_v<bool, Visit&, std::size_t, sequence_type,
+                                         const RadixCandidates&>
+      ExportStatus export_nodes(Visit&& visit)
+  const noexcept;
+
   // Debug: every registered tenant's size recomputed from the nodes
   // (tenants at the root only count 0), ascending id. Requires quiescence.
   std::vector<TenantSize> recount_sizes() const;
@@ -655,6 +686,7 @@ KVROUTE_NAMESPACE_END
 #include "kvroute/detail/radix/check-inl.hpp"
 #include "kvroute/detail/radix/descent-inl.hpp"
 #include "kvroute/detail/radix/evict-inl.hpp"
+#include "kvroute/detail/radix/export-inl.hpp"
 #include "kvroute/detail/radix/insert-inl.hpp"
 #include "kvroute/detail/radix/match-inl.hpp"
 #include "kvroute/detail/radix/merge-inl.hpp"

@@ -50,14 +50,7 @@ struct PinList {
   // Merges a pin; false when it is older than the epoch (ignored).
   bool merge(WorkerId id, std::int64_t stamp, std::uint64_t url_hash, bool reset) noexcept {
     if (stamp < epoch) return false;
-    if (reset) {
-      epoch = stamp;
-      std::uint8_t kept = 0;
-      for (std::uint8_t i = 0; i < count; ++i) {
-        if (at[i].stamp >= epoch) at[kept++] = at[i];
-      }
-      count = kept;
-    }
+    if (reset) raise_epoch(stamp);
     for (std::uint8_t i = 0; i < count; ++i) {
       if (at[i].id == id) {
         if (stamp <= at[i].stamp) return true;
@@ -67,6 +60,19 @@ struct PinList {
     }
     insert({id, stamp, url_hash});
     return true;
+  }
+
+  // Moves the epoch up to `stamp`, dropping the candidates older than it:
+  // a reset pin's effect without its worker, which is how a snapshot
+  // carries a list whose reset pin's candidate was since replaced.
+  void raise_epoch(std::int64_t stamp) noexcept {
+    if (stamp <= epoch) return;
+    epoch = stamp;
+    std::uint8_t kept = 0;
+    for (std::uint8_t i = 0; i < count; ++i) {
+      if (at[i].stamp >= epoch) at[kept++] = at[i];
+    }
+    count = kept;
   }
 
   // A stamp newer than every pin here, at least `now`; saturates at the

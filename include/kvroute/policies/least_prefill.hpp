@@ -120,6 +120,7 @@
 #include "kvroute/policy.hpp"
 #include "kvroute/radix_tree.hpp"
 #include "kvroute/request.hpp"
+#include "kvroute/sync/snapshot.hpp"
 #include "kvroute/worker_set.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -336,6 +337,17 @@ class LeastPrefill {
     if (tree) hub_.fold_remote(request.model, chunks, *tree.get());
   }
   std::size_t remote_keys() const noexcept { return hub_.remote_keys(); }
+
+  // Snapshots (sync/snapshot.hpp): one model's tree, workers named by URL
+  // through `workers`; restore merges a snapshot into the model's tree.
+  absl::StatusOr<std::string> save_state(std::string_view model,
+                                         const WorkerSnapshot& workers) const noexcept {
+    return detail::save_model_tree(sync::SnapshotKind::kLeastPrefill, trees_, model, workers);
+  }
+  absl::StatusOr<sync::RestoreResult> restore_state(std::string_view bytes,
+                                                    const WorkerSnapshot& workers) noexcept {
+    return detail::restore_model_tree(sync::SnapshotKind::kLeastPrefill, trees_, bytes, workers);
+  }
 
   // Sweeps now: every tree to max_tree_size, and removed workers again.
   void maintain() noexcept { trees_.maintain(); }

@@ -89,11 +89,13 @@
 #include "kvroute/detail/pin_list.hpp"
 #include "kvroute/detail/rng.hpp"
 #include "kvroute/detail/stable_hash.hpp"
+#include "kvroute/detail/sync/manual_snapshot.hpp"
 #include "kvroute/load_tracker.hpp"
 #include "kvroute/policy.hpp"
 #include "kvroute/policy_config.hpp"
 #include "kvroute/request.hpp"
 #include "kvroute/sync/change.hpp"
+#include "kvroute/sync/snapshot.hpp"
 #include "kvroute/worker_set.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -226,6 +228,19 @@ class Manual {
     return sync::Applied::kApplied;
   }
 
+  // Snapshots (sync/snapshot.hpp): one model's sticky table, each key with
+  // its candidates (worker URL and pin stamp), its list's epoch and how
+  // long before the save it was last used. Candidates `workers` does not
+  // have and expired keys are left out. Restoring merges every candidate
+  // as a pin from another replica (idempotent, in agreement with the
+  // replicas' pins) and sets a key's last access to now - its saved age
+  // (or keeps the live entry's, if later).
+  std::vector<std::string> models() const;
+  absl::StatusOr<std::string> save_state(std::string_view model,
+                                         const WorkerSnapshot& workers) const noexcept;
+  absl::StatusOr<sync::RestoreResult> restore_state(std::string_view bytes,
+                                                    const WorkerSnapshot& workers) noexcept;
+
   // Drops `id` from every candidate list; entries left with no candidate
   // are removed. A selection racing with this call over a snapshot that
   // still holds `id` may append it again; such a stale id is never returned
@@ -345,6 +360,13 @@ class Manual {
     }
   }
 
+  // Merges one validated snapshot entry; false when none of its
+  // candidates is a worker here.
+  bool restore_entry(std::string_view model, const detail::ManualSnapshotView& v,
+                     const detail::ManualSnapshotView::Entry& e,
+                     const std::vector<const Worker*>& workers, std::int64_t now,
+                     sync::RestoreResult& res);
+
   // Drops `id` from every candidate list; removes entries left empty.
   void drop_candidate(WorkerId id) noexcept {
     for (Shard& s : shards_) {
@@ -436,5 +458,8 @@ class Manual {
 static_assert(Policy<Manual>);
 
 KVROUTE_NAMESPACE_END
+
+// Manual's snapshots, the part that knows the format.
+#include "kvroute/detail/sync/manual_state-inl.hpp"
 
 #endif  // KVROUTE_POLICIES_MANUAL_HPP_

@@ -1,0 +1,100 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/detail/radix/export-inl.hpp
+// -----------------------------------------------------------------------------
+//
+// Not API; part of kvroute/radix_tree.hpp. The read-only export of the tree
+// (export_nodes), for snapshots: every node in pre-order with its fragment
+// and the tenants holding it, while matches, inserts and evictions go on.
+//
+// How it stays correct alongside writers:
+//   * The walk holds one epoch section from start to end, so every node it
+//     has reached stays allocated (what writers unlink meanwhile is retired,
+//     not reused) and a node pointer kept on its stack never dangles.
+//   * A node is read under its own lock held shared; a child is locked
+//     before its parent is released (lock coupling, top-down like every
+//     descent), so the child is linked under that parent when it is read.
+//     At most two node locks are held at once, each for the few fields read.
+//   * Children are resumed by key: after visiting a child the walk comes
+//     back to the parent, locks it again and takes the first child whose key
+//     is above the last one visited. Children added meanwhile are seen when
+//     their key comes later; nothing is visited twice.
+//   * A node's path (the text from the root to the end of its fragment)
+//     changes only when its fragment length does: a split keeps the first
+//     part in the node, a merge appends its child's fragment. The walk keeps
+//     the length it visited with; on coming back to a node whose length
+//     changed, it skips the node's remaining children, whose text would no
+//     longer extend the path it reported. So every visited node's path is a
+//     path that was in the tree; what changed under the walk may be missed.
+
+#ifndef KVROUTE_DETAIL_RADIX_EXPORT_INL_HPP_
+#define KVROUTE_DETAIL_RADIX_EXPORT_INL_HPP_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+#include "kvroute/config.hpp"
+#include "kvroute/radix_tree.hpp"  // the class this completes
+
+KVROUTE_NAMESPACE_BEGIN
+
+template <class Symbol>
+template <class Visit>
+requires std::is_nothrow_invocable_r_v < bool, Visit&, std::size_t,
+    typename BasicApproxRadixTree<Symbol>::sequence_type,
+const RadixCandidates& >
+    ExportStatus BasicApproxRadixTree<Symbol>::export_nodes(Visit&& visit) const noexcept {
+  // Entering a section changes only the epoch domain's own synchronised
+  // state, as match does on a tree it does not otherwise change.
+  const detail::EpochDomain::Section sec = const_cast<Memory&>(mem_).enter();
+  if (!sec.protects()) return ExportStatus::kBusy;
+  struct Frame {
+    Node* node;
+    std::uint32_t len;  // the fragment length the node was visited with
+    bool resumed;       // `last` is set: a child was visited
+    Key last;
+  };
+  std::vector<Frame> stack;
+  Node* root = const_cast<Node*>(&root_);
+  root->lock.lock_shared();
+  const bool go_on = visit(std::size_t{0}, sequence_type(root->data(), 0), candidates(*root));
+  root->lock.unlock_shared();
+  if (!go_on) return ExportStatus::kStopped;
+  try {
+    stack.push_back({root, 0, false, Key{}});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      Node* x = f.node;
+      x->lock.lock_shared();
+      const Key* keys = x->keys();
+      const std::uint32_t slot =
+          f.resumed
+              ? static_cast<std::uint32_t>(std::upper_bound(keys, keys + x->nchild, f.last) - keys)
+              : 0;
+      if (x->len != f.len || slot >= x->nchild) {
+        x->lock.unlock_shared();
+        stack.pop_back();
+        continue;
+      }
+      f.last = keys[slot];
+      f.resumed = true;
+      Node* c = node(x->kids()[slot]);
+      c->lock.lock_shared();
+      x->lock.unlock_shared();
+      const std::uint32_t len = c->len;
+      const bool more = visit(stack.size(), sequence_type(c->data(), len), candidates(*c));
+      c->lock.unlock_shared();
+      if (!more) return ExportStatus::kStopped;
+      stack.push_back({c, len, false, Key{}});
+    }
+  } catch (const std::bad_alloc&) {
+    return ExportStatus::kOutOfMemory;
+  }
+  return ExportStatus::kDone;
+}
+
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_DETAIL_RADIX_EXPORT_INL_HPP_
