@@ -1,0 +1,278 @@
+// -----------------------------------------------------------------------------
+// File: kvroute/sync/redis/detail/engine_io.hpp
+// -----------------------------------------------------------------------------
+//
+// Not API. The commands of Engine (engine.hpp): writing entries, loads and
+// snapshots, reading the streams, following models, noticing trimming.
+//
+// Thread safety: the engine's thread only.
+
+#ifndef KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_
+#define KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_
+
+#include "kvroute/sync/redis/detail/engine.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+namespace sync {
+namespace redis_detail {
+
+// Writes what was pending, then what the Outbox holds now. An entry Redis
+// refuses (an error reply: it never will take it) is dropped and counted;
+// one that a lost connection stopped stays first in line.
+inline absl::Status Engine::flush() {
+  if (pending_.empty()) {
+    std::vector<Change> changes;
+    h_.outbox->drain(changes);
+    make_entries(changes, o_.replica, seq_, unix_ns(), pending_);
+  }
+  while (!pending_.empty()) {
+    c_.pending_batches.store(pending_.size());
+    const Outgoing& e = pending_.front();
+    if (!e.fleet && !announced_.contains(e.model)) {
+      absl::Status s = soft(conn_.command({"SADD", keys_.models(), e.model}).status());
+      if (!s.ok()) return s;
+      announced_.insert(e.model);
+      if (!followed(e.model)) {
+        if (s = follow(e.model); !s.ok()) return s;
+      }
+    }
+    const absl::Status s = xadd(e.fleet ? keys_.fleet() : keys_.stream(e.model),
+                                e.fleet ? o_.fleet_max_len : o_.stream_max_len, e.bytes);
+    if (absl::IsUnavailable(s)) return s;
+    if (s.ok()) {
+      bump(c_.batches_sent);
+      bump(c_.changes_sent, e.changes);
+      bump(c_.bytes_sent, e.bytes.size());
+    } else {
+      (void)soft(s);
+    }
+    pending_.pop_front();
+  }
+  c_.pending_batches.store(0);
+  return absl::OkStatus();
+}
+
+inline absl::Status Engine::publish_loads() {
+  if (!h_.workers || h_.load == nullptr) return absl::OkStatus();
+  const std::shared_ptr<const WorkerSnapshot> snap = h_.workers();
+  if (snap == nullptr) return absl::OkStatus();
+  const Batch b{.source = o_.replica,
+                .seq = seq_++,
+                .sent_ns = unix_ns(),
+                .loads = local_loads(*snap, *h_.load)};
+  const std::string bytes = encode(b);
+  const absl::Status s = soft(xadd(keys_.fleet(), o_.fleet_max_len, bytes));
+  if (!s.ok()) return s;
+  bump(c_.load_reports_sent);
+  bump(c_.bytes_sent, bytes.size());
+  return absl::OkStatus();
+}
+
+inline void Engine::apply_loads() {
+  if (!h_.workers || h_.load == nullptr) return;
+  const std::shared_ptr<const WorkerSnapshot> snap = h_.workers();
+  if (snap == nullptr) return;
+  shared_.apply(*snap, *h_.load);
+  c_.sources.store(shared_.sources());
+}
+
+// Follows the models of the router's workers, the default model ("") and
+// those in the models set.
+inline absl::Status Engine::refresh_models() {
+  std::set<std::string> models = {""};
+  if (h_.workers) {
+    if (const std::shared_ptr<const WorkerSnapshot> snap = h_.workers()) {
+      for (const Worker& w : snap->workers()) models.insert(w.model);
+    }
+  }
+  absl::StatusOr<Reply> r = conn_.command({"SMEMBERS", keys_.models()});
+  if (absl::Status s = soft(r.status()); !s.ok()) return s;
+  if (r.ok() && is_array(r->get())) {
+    const redisReply* set = r->get();
+    for (std::size_t i = 0; i < set->elements; ++i) {
+      if (is_string(set->element[i]) && set->element[i]->len <= kMaxNameBytes) {
+        models.emplace(text(set->element[i]));
+      }
+    }
+  }
+  for (const std::string& m : models) {
+    if (followed(m)) continue;
+    if (absl::Status s = follow(m); !s.ok()) return s;
+  }
+  c_.models.store(streams_.size() - 1);
+  return absl::OkStatus();
+}
+
+// The model's snapshot hash, if there is one (and restoring is asked for).
+inline absl::StatusOr<std::optional<SnapshotRecord>> Engine::fetch_snapshot(
+    const std::string& model) {
+  if (!h_.restore) return std::optional<SnapshotRecord>();
+  absl::StatusOr<Reply> r = conn_.command({"HGETALL", keys_.snapshot(model)});
+  if (absl::Status s = soft(r.status()); !s.ok()) return s;
+  if (!r.ok() || !is_array(r->get(), 1)) return std::optional<SnapshotRecord>();
+  std::optional<SnapshotRecord> snap = parse_snapshot(r->get());
+  if (!snap) {
+    bump(c_.snapshot_errors);
+    c_.set_error(absl::StrCat("snapshot of model '", model, "': not a kvroute snapshot hash"));
+  }
+  return snap;
+}
+
+// Starts reading a model's stream: from its snapshot's id once restored,
+// else from the stream's start.
+inline absl::Status Engine::follow(const std::string& model) {
+  Followed f{.model = model, .key = keys_.stream(model)};
+  absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(model);
+  if (!snap.ok()) return snap.status();
+  if (snap->has_value()) {
+    const SnapshotRecord& rec = **snap;
+    if (absl::Status s = h_.restore(model, rec.data); s.ok()) {
+      f.last = rec.id;
+      f.snapshot_at = rec.id;
+      bump(c_.snapshots_restored);
+      c_.snapshot_restored_ms.store(rec.written_ms);
+      if (!fleet_placed_)
+        restored_fleet_ = std::min(restored_fleet_.value_or(rec.fleet_id), rec.fleet_id);
+    } else {
+      bump(c_.snapshot_errors);
+      c_.set_error(absl::StrCat("restoring the snapshot of model '", model, "': ", s.message()));
+    }
+  }
+  by_key_.emplace(f.key, streams_.size());
+  streams_.push_back(std::move(f));
+  return absl::OkStatus();
+}
+
+// Whether Redis trimmed entries of a stream before they were read.
+inline absl::Status Engine::check_trims() {
+  for (Followed& f : streams_) {
+    absl::StatusOr<Reply> r = conn_.command({"XINFO", "STREAM", f.key});
+    if (absl::IsUnavailable(r.status())) return r.status();
+    if (!r.ok()) continue;  // no such key yet
+    const TrimMarks marks = parse_trim_marks(r->get());
+    if (!missed_after(marks, f.last)) continue;
+    if (absl::Status s = catch_up(f, marks); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// After missing entries: the model's snapshot when it is newer than what
+// was read, then on from there. What no snapshot covers is lost (a gap).
+inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
+  if (!f.fleet) {
+    absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(f.model);
+    if (!snap.ok()) return snap.status();
+    if (snap->has_value() && (*snap)->id > f.last) {
+      const SnapshotRecord& rec = **snap;
+      if (absl::Status s = h_.restore(f.model, rec.data); s.ok()) {
+        f.last = rec.id;
+        f.snapshot_at = rec.id;
+        bump(c_.catch_ups);
+        bump(c_.snapshots_restored);
+        c_.snapshot_restored_ms.store(rec.written_ms);
+        if (!missed_after(marks, f.last)) return absl::OkStatus();
+      } else {
+        bump(c_.snapshot_errors);
+        c_.set_error(
+            absl::StrCat("restoring the snapshot of model '", f.model, "': ", s.message()));
+      }
+    }
+  }
+  bump(c_.gaps);
+  c_.set_error(absl::StrCat("stream ", f.key, " was trimmed past ", f.last.to_string(),
+                            " before it was read"));
+  if (marks.max_deleted) f.last = std::max(f.last, *marks.max_deleted);
+  return absl::OkStatus();
+}
+
+inline absl::Status Engine::write_snapshots() {
+  if (!h_.save) return absl::OkStatus();
+  for (Followed& f : streams_) {
+    if (f.fleet || f.last == StreamId{} || f.snapshot_at == f.last) continue;
+    absl::StatusOr<std::string> bytes = h_.save(f.model);
+    if (!bytes.ok()) {
+      bump(c_.snapshot_errors);
+      c_.set_error(absl::StrCat("saving model '", f.model, "': ", bytes.status().message()));
+      continue;
+    }
+    const std::string id = f.last.to_string();
+    const std::string fleet = streams_[0].last.to_string();
+    const std::string now = absl::StrCat(unix_ms());
+    const absl::Status s =
+        soft(conn_
+                 .command({"HSET", keys_.snapshot(f.model), "id", id, "fleet", fleet, "source",
+                           o_.replica, "time", now, "data", *bytes})
+                 .status());
+    if (!s.ok()) return s;
+    f.snapshot_at = f.last;
+    bump(c_.snapshots_written);
+    c_.snapshot_written_ms.store(unix_ms());
+  }
+  return absl::OkStatus();
+}
+
+// One XREAD over every stream followed, from the last id read in each.
+inline absl::Status Engine::read(std::chrono::milliseconds block) {
+  const std::string count = absl::StrCat(o_.read_count);
+  const std::string ms = absl::StrCat(block.count());
+  std::vector<std::string> ids;
+  ids.reserve(streams_.size());
+  for (const Followed& f : streams_) ids.push_back(f.last.to_string());
+  std::vector<std::string_view> args = {"XREAD", "COUNT", count, "BLOCK", ms, "STREAMS"};
+  for (const Followed& f : streams_) args.push_back(f.key);
+  for (const std::string& id : ids) args.push_back(id);
+  absl::StatusOr<Reply> r = conn_.command(std::span<const std::string_view>(args));
+  if (!r.ok()) return r.status();
+  bool full = false;
+  bool loads = false;
+  for (const StreamEntries& se : parse_xread(r->get())) {
+    const auto it = by_key_.find(av(se.key));
+    if (it == by_key_.end()) continue;
+    Followed& f = streams_[it->second];
+    full = full || se.entries.size() >= o_.read_count;
+    for (const Entry& e : se.entries) {
+      if (e.id <= f.last) continue;
+      loads = handle(e, f) || loads;
+      f.last = e.id;
+    }
+  }
+  if (loads) apply_loads();
+  if (!full) mark_caught_up();
+  return absl::OkStatus();
+}
+
+// Applies one entry; whether it carried another replica's load.
+inline bool Engine::handle(const Entry& e, const Followed& f) {
+  const std::optional<std::string_view> bytes = e.field(kBatchField);
+  absl::StatusOr<Batch> b =
+      bytes
+          ? decode(*bytes)
+          : absl::StatusOr<Batch>(absl::InvalidArgumentError("no 'b' field (not a kvroute entry)"));
+  if (!b.ok()) {
+    bump(c_.decode_errors);
+    c_.set_error(
+        absl::StrCat("entry ", e.id.to_string(), " of ", f.key, ": ", b.status().message()));
+    return false;
+  }
+  const bool own = b->source == o_.replica;
+  if (own && static_cast<std::int64_t>(e.id.ms) >= start_ms_) return false;
+  bump(c_.batches_applied);
+  c_.lag_ns.store(std::max<std::int64_t>(0, unix_ns() - b->sent_ns));
+  for (const Change& c : b->changes) {
+    bump(h_.apply(c) == Applied::kApplied ? c_.changes_applied : c_.changes_ignored);
+  }
+  if (own || !f.fleet || !b->changes.empty()) return false;
+  // A load report; one older than load_ttl (read while catching up) says
+  // nothing of now.
+  const std::int64_t age_ms = unix_ms() + offset_ms_ - static_cast<std::int64_t>(e.id.ms);
+  if (age_ms > o_.load_ttl.count()) return false;
+  shared_.update(b->source, b->loads);
+  bump(c_.load_reports_applied);
+  return true;
+}
+
+}  // namespace redis_detail
+}  // namespace sync
+KVROUTE_NAMESPACE_END
+
+#endif  // KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_

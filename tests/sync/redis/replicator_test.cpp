@@ -1,0 +1,147 @@
+// Router replicas sharing state through a real redis-server that each test
+// starts on a unix socket of its own: placements reach the other replicas'
+// trees, loads travel and expire, a replica started late restores from a
+// snapshot plus the stream, and entries that are not batches are counted
+// and skipped.
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "sync/redis/node.hpp"
+#include "sync/redis/redis_server.hpp"
+
+namespace {
+
+using kvroute_test::eventually;
+using kvroute_test::fast_options;
+using kvroute_test::Node;
+using kvroute_test::RedisServer;
+using kvroute_test::text_of;
+using namespace std::chrono_literals;
+
+}  // namespace
+
+TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  Node a(fast_options("a", redis.url()));
+  Node b(fast_options("b", redis.url()),
+         {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
+  a.start();
+  b.start();
+  REQUIRE(a.replicator.wait_until_caught_up(5s));
+  REQUIRE(b.replicator.wait_until_caught_up(5s));
+
+  std::vector<std::pair<std::string, std::string>> sent;  // text, worker
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    const std::string t = text_of(i);
+    sent.emplace_back(t, a.route(t));
+  }
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= sent.size(); }));
+  for (const auto& [text, url] : sent) CHECK(b.hits(text, url));
+
+  // And back: b's placements reach a.
+  const std::string t = text_of(100);
+  const std::string url = b.route(t);
+  REQUIRE(eventually([&] { return a.stats().changes_applied >= 1; }));
+  CHECK(a.hits(t, url));
+
+  const auto sa = a.stats();
+  CHECK(sa.connected);
+  CHECK(sa.batches_sent >= 1);
+  CHECK(sa.changes_sent >= sent.size());
+  CHECK(sa.bytes_sent > 0);
+  CHECK(sa.decode_errors == 0);
+  CHECK(sa.models >= 1);
+  CHECK(b.stats().lag_ms >= 0);
+  CHECK(redis.command({"SISMEMBER", "kvroute:models", ""}) == "(integer) 1");
+}
+
+TEST_CASE("redis replicas: loads travel, and a silent replica's expire", "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  Node a(fast_options("a", redis.url()));
+  Node b(fast_options("b", redis.url()));
+  a.start();
+  b.start();
+
+  kvroute::Selection s = a.router.select({.text = text_of(1)});
+  REQUIRE(s);
+  std::vector<kvroute::LoadGuard> guards;
+  for (int i = 0; i < 3; ++i) guards.push_back(a.router.dispatch(s));
+  const std::string url = s.worker().url;
+  const kvroute::WorkerId at_b = b.router.workers().snapshot()->find_url(url)->id;
+
+  REQUIRE(eventually([&] { return b.router.load().in_flight(at_b) == 3; }));
+  CHECK(b.router.load().local_in_flight(at_b) == 0);
+  CHECK(b.stats().sources == 1);
+  CHECK(b.stats().load_reports_applied >= 1);
+
+  guards.pop_back();
+  REQUIRE(eventually([&] { return b.router.load().in_flight(at_b) == 2; }));
+
+  // a falls silent: after load_ttl its load no longer counts at b.
+  a.replicator.stop();
+  REQUIRE(eventually([&] { return b.router.load().in_flight(at_b) == 0; }));
+  CHECK(b.stats().sources == 0);
+}
+
+TEST_CASE("redis replicas: a replica started late restores snapshot and stream", "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  auto o = fast_options("a", redis.url());
+  o.snapshot_interval = 100ms;
+  Node a(o);
+  a.start();
+
+  // Before the snapshot...
+  std::vector<std::pair<std::string, std::string>> before, after;
+  for (std::uint64_t i = 0; i < 6; ++i) before.emplace_back(text_of(i), a.route(text_of(i)));
+  REQUIRE(eventually([&] { return a.stats().snapshots_written >= 1; }));
+  a.replicator.stop();  // no snapshot after this one: what follows is in the stream only
+  {
+    // ... and after it, from a's next run under the same name.
+    Node a2(fast_options("a", redis.url()));
+    a2.start();
+    REQUIRE(a2.replicator.wait_until_caught_up(5s));
+    for (std::uint64_t i = 10; i < 14; ++i) after.emplace_back(text_of(i), a2.route(text_of(i)));
+    REQUIRE(eventually(
+        [&] { return a2.stats().batches_sent >= 1 && a2.stats().pending_batches == 0; }));
+  }
+
+  Node c(fast_options("c", redis.url()),
+         {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
+  c.start();
+  REQUIRE(c.replicator.wait_until_caught_up(5s));
+  const auto st = c.stats();
+  CHECK(st.snapshots_restored == 1);
+  CHECK(st.snapshot_restored_age_ms >= 0);
+  CHECK(c.snapshots.restored() >= before.size());
+  for (const auto& [text, url] : before) CHECK(c.hits(text, url));
+  for (const auto& [text, url] : after) CHECK(c.hits(text, url));
+}
+
+TEST_CASE("redis replicas: entries that are not batches are counted and skipped", "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  Node a(fast_options("a", redis.url()));
+  Node b(fast_options("b", redis.url()));
+  a.start();
+  b.start();
+  REQUIRE(b.replicator.wait_until_caught_up(5s));
+
+  CHECK(redis.command({"XADD", "kvroute:stream:", "*", "b", "not a batch"}).find('-') !=
+        std::string::npos);
+  CHECK(redis.command({"XADD", "kvroute:stream:", "*", "other", "field"}).find('-') !=
+        std::string::npos);
+  CHECK(redis.command({"XADD", "kvroute:fleet", "*", "b", "KVRS\x01garbage"}).find('-') !=
+        std::string::npos);
+  const std::string t = text_of(7);
+  const std::string url = a.route(t);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  CHECK(b.hits(t, url));
+  REQUIRE(eventually([&] { return b.stats().decode_errors == 3; }));
+  REQUIRE(eventually([&] { return a.stats().decode_errors == 3; }));
+  CHECK_THAT(b.stats().last_error, Catch::Contains("kvroute:"));
+}
