@@ -1,6 +1,8 @@
 // The router and the mock worker, wired (see app.hpp).
 #include "http_router/app.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include "http_router/log.hpp"
 #include "http_router/metrics_page.hpp"
 #include "http_router/mock_worker.hpp"
+#include "http_router/replication.hpp"
 #include "http_router/router_handler.hpp"
 #include "http_router/shutdown.hpp"
 
@@ -62,6 +65,14 @@ kvroute::RetryOptions retry_options(const Flags& f) {
   exit_now(2);
 }
 
+// The replica's default name: the host's name and the router's port, the
+// same across restarts of one replica.
+std::string replica_name(const Flags& f) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host[0] != '\0' ? host : "router") + ":" + std::to_string(f.port);
+}
+
 void announce(const char* what, const std::string& host, std::uint16_t port) {
   std::printf("%s listening on %s:%u\n", what, host.c_str(), static_cast<unsigned>(port));
   std::fflush(stdout);
@@ -90,6 +101,9 @@ int run_router(const Flags& f) {
       fail_start("--worker-urls: " + std::string(added.status().message()));
     }
   }
+  absl::StatusOr<std::unique_ptr<Replication>> replication =
+      Replication::start(f, fleet, replica_name(f));
+  if (!replication.ok()) fail_start(std::string(replication.status().message()));
   IoThreads io(lanes(f));
   std::vector<std::unique_ptr<UpstreamPool>> pools;
   for (unsigned i = 0; i < io.size(); ++i)
@@ -105,6 +119,9 @@ int run_router(const Flags& f) {
   RouterHandler handler(ctx, nullptr);
   HttpServer server(io, handler, limits(f));
   MetricsPage page(fleet, registry, server.counters(), f.test_metrics_delay_ms);
+  if (Replication* r = replication->get()) {
+    page.add_section([r](kvroute::MetricsRegistry& live) { r->render(live); });
+  }
   MetricsHandler metrics_handler(page);
   std::unique_ptr<HttpServer> metrics_server;
   std::vector<HttpServer*> servers = {&server};
@@ -127,6 +144,7 @@ int run_router(const Flags& f) {
     ctx.draining = true;
     checker.stop();
     upkeep_timer.cancel();
+    if (Replication* r = replication->get()) r->stop();
   });
   shutdown.arm();
   if (!f.disable_health_check) checker.start();

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kvroute/sync/redis/options.hpp"
 
 namespace kvexample {
 namespace {
@@ -219,6 +220,42 @@ std::vector<Spec> operation_specs() {
   };
 }
 
+// Replicas sharing state through Redis.
+std::vector<Spec> replica_specs() {
+  return {
+      {"redis-url", Kind::kValue, "none",
+       "share routing state with other replicas: redis://HOST:PORT[/DB] or unix:///PATH",
+       [](Flags& f, std::string_view v) -> absl::Status {
+         if (auto a = kvroute::sync::parse_redis_url(v); !a.ok()) {
+           return absl::InvalidArgumentError(absl::StrCat("--redis-url: ", a.status().message()));
+         }
+         f.redis_url = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"replica-name", Kind::kValue, "HOSTNAME:PORT",
+       "this replica's name, unique in the fleet and kept across restarts",
+       [](Flags& f, std::string_view v) -> absl::Status {
+         if (v.empty() || v.size() > 256) return bad("replica-name", v, "must be 1-256 bytes");
+         f.replica_name = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"redis-key-prefix", Kind::kValue, "kvroute", "prefix of every Redis key (one per fleet)",
+       [](Flags& f, std::string_view v) -> absl::Status {
+         if (v.empty() || v.size() > 256) return bad("redis-key-prefix", v, "must be 1-256 bytes");
+         f.redis_key_prefix = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"sync-flush-ms", Kind::kValue, "50", "how often changes go to the other replicas",
+       integer("sync-flush-ms", &Flags::sync_flush_ms, 1, 60000)},
+      {"snapshot-interval-ms", Kind::kValue, "30000",
+       "how often a snapshot of each model's state is written (0: never)",
+       integer("snapshot-interval-ms", &Flags::snapshot_interval_ms, 0, kDay * 1000)},
+      {"redis-catch-up-ms", Kind::kValue, "5000",
+       "at start, the longest wait for the fleet's state before serving",
+       integer("redis-catch-up-ms", &Flags::redis_catch_up_ms, 0, 600000)},
+  };
+}
+
 // The mock worker, and test hooks.
 std::vector<Spec> mock_specs() {
   return {
@@ -255,8 +292,8 @@ std::vector<Spec> mock_specs() {
 const std::vector<Spec>& specs() {
   static const std::vector<Spec> table = [] {
     std::vector<Spec> all;
-    for (auto group :
-         {server_specs, limit_specs, retry_specs, health_specs, operation_specs, mock_specs}) {
+    for (auto group : {server_specs, limit_specs, retry_specs, health_specs, operation_specs,
+                       replica_specs, mock_specs}) {
       for (Spec& s : group()) all.push_back(std::move(s));
     }
     return all;

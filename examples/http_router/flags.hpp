@@ -101,6 +101,15 @@ struct Flags {
                                                  "request-id"};
   int shutdown_grace_secs = 30;
 
+  // Replicas (docs/replicas.md). Empty URL: this router keeps its state to
+  // itself.
+  std::string redis_url;     // redis://HOST:PORT[/DB] or unix:///PATH
+  std::string replica_name;  // empty: the host name and --port
+  std::string redis_key_prefix = "kvroute";
+  int sync_flush_ms = 50;            // how often changes are sent
+  int snapshot_interval_ms = 30000;  // how often a snapshot per model is written
+  int redis_catch_up_ms = 5000;      // at start, the longest wait for the fleet's state
+
   bool mock_worker = false;
   MockFlags mock;
   // Tests only: each /metrics render sleeps this long (on the render

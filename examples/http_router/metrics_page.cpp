@@ -36,6 +36,7 @@ std::string MetricsPage::render() const {
   kvroute::MetricsRegistry live;
   render_workers(live);
   render_models(live);
+  for (const auto& section : sections_) section(live);
   live.gauge("kvroute_router_connections", "Open client connections.")
       .set(static_cast<double>(server_.connections.load()));
   live.gauge("kvroute_router_requests_in_flight", "Requests being handled.")

@@ -14,6 +14,7 @@
 //   router       kvroute_router_connections, kvroute_router_requests_in_flight,
 //                kvroute_router_workers, kvroute_router_models,
 //                kvroute_router_models_dropped_total
+//   replicas     kvroute_sync_* (replication.hpp), with --redis-url
 //
 // so a removed worker's or a dropped model's series leave with it, and the
 // number of series is bounded by the workers and --max-models. Rendering
@@ -29,6 +30,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "http_router/fleet.hpp"
 #include "http_router/net.hpp"
@@ -49,6 +51,11 @@ class MetricsPage {
   // Renders on the metrics thread, then calls `done(text)` on `reply_on`.
   void render_async(net::any_io_executor reply_on, std::function<void(std::string)> done);
   std::string render() const;
+  // More live series, rendered after the page's own at each scrape (on the
+  // metrics thread). Call before the first scrape.
+  void add_section(std::function<void(kvroute::MetricsRegistry&)> section) {
+    sections_.push_back(std::move(section));
+  }
 
  private:
   void render_workers(kvroute::MetricsRegistry& live) const;
@@ -58,6 +65,7 @@ class MetricsPage {
   const kvroute::MetricsRegistry& registry_;
   const ServerCounters& server_;
   const int test_delay_ms_;
+  std::vector<std::function<void(kvroute::MetricsRegistry&)>> sections_;
   net::thread_pool pool_{1};
 };
 

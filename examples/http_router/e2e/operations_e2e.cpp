@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "http_router/e2e/e2e_support.hpp"
@@ -69,7 +70,8 @@ TEST_CASE("http_router: --help, and flag errors that name the flag", "[http_rout
   CHECK(help_rc == 0);
   for (const char* flag : {"--worker-urls", "--max-payload-size", "--request-timeout-secs",
                            "--health-check-interval-secs", "--api-key", "--log-level",
-                           "--request-id-headers", "--shutdown-grace-secs", "--max-models"}) {
+                           "--request-id-headers", "--shutdown-grace-secs", "--max-models",
+                           "--redis-url", "--replica-name", "--sync-flush-ms"}) {
     CHECK_THAT(help, Catch::Contains(flag));
   }
   auto [bad_rc, bad] = run_to_exit({"--worker-urls", "http://127.0.0.1:1", "--no-such-flag"});
@@ -81,6 +83,20 @@ TEST_CASE("http_router: --help, and flag errors that name the flag", "[http_rout
   auto [num_rc, num] = run_to_exit({"--worker-urls", "http://a:1", "--request-timeout-secs", "x"});
   CHECK(num_rc == 2);
   CHECK_THAT(num, Catch::Contains("--request-timeout-secs"));
+  // Replica flags: checked before anything starts.
+  for (const auto& [flag, value, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--redis-url", "http://127.0.0.1:6379", "redis://"},
+           {"--redis-url", "redis://127.0.0.1:99999", "99999"},
+           {"--redis-url", "unix://", "unix://"},
+           {"--replica-name", "", "--replica-name"},
+           {"--sync-flush-ms", "0", "--sync-flush-ms"},
+           {"--redis-catch-up-ms", "-1", "--redis-catch-up-ms"}}) {
+    auto [rc, out] = run_to_exit({"--worker-urls", "http://a:1", flag, value});
+    INFO(flag << " " << value << ": " << out);
+    CHECK(rc == 2);
+    CHECK_THAT(out, Catch::Contains(flag) && Catch::Contains(says));
+  }
   auto [none_rc, none] = run_to_exit({});
   CHECK(none_rc == 2);
   CHECK_THAT(none, Catch::Contains("--worker-urls"));
