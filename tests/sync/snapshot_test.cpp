@@ -48,7 +48,7 @@ kvroute::TenantId id_of_noreq(const WorkerSnapshot& s, int i) {
 
 // Chat-like texts: a few system prompts shared by many sessions, each
 // session a few turns that extend each other.
-std::vector<std::string> chat_texts(int sessions, int turns, unsigned seed) {
+std::vector<std::string> chat_texts(int sessions, int turns, int seed) {
   std::vector<std::string> prompts;
   for (int p = 0; p < 3; ++p) {
     prompts.push_back(
@@ -57,7 +57,7 @@ std::vector<std::string> chat_texts(int sessions, int turns, unsigned seed) {
   }
   std::vector<std::string> out;
   for (int s = 0; s < sessions; ++s) {
-    std::string t = prompts[static_cast<std::size_t>((s * 7 + seed) % prompts.size())];
+    std::string t = prompts[static_cast<std::size_t>(s * 7 + seed) % prompts.size()];
     for (int k = 0; k < turns; ++k) {
       t += " user " + std::to_string(s) + " turn " + std::to_string(k) + " \xc3\xa9t\xc3\xa9 " +
            std::to_string((s * 31 + k * 17 + seed) % 1000);

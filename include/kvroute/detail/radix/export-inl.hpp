@@ -47,10 +47,9 @@ KVROUTE_NAMESPACE_BEGIN
 
 template <class Symbol>
 template <class Visit>
-requires std::is_nothrow_invocable_r_v < bool, Visit&, std::size_t,
-    typename BasicApproxRadixTree<Symbol>::sequence_type,
-const RadixCandidates& >
-    ExportStatus BasicApproxRadixTree<Symbol>::export_nodes(Visit&& visit) const noexcept {
+requires RadixExportVisitor<Visit, Symbol> ExportStatus
+BasicApproxRadixTree<Symbol>::export_nodes(Visit&& visit)
+const noexcept {
   // Entering a section changes only the epoch domain's own synchronised
   // state, as match does on a tree it does not otherwise change.
   const detail::EpochDomain::Section sec = const_cast<Memory&>(mem_).enter();
