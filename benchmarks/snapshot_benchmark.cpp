@@ -96,6 +96,7 @@ void BM_SnapshotSave(benchmark::State& state) {
   Fixture& f = Fixture::get(state);
   for (auto _ : state) {
     absl::StatusOr<std::string> b = f.policy.save_state("", *f.snap);
+    if (!b.ok() || b->size() != f.bytes.size()) state.SkipWithError("save failed");
     benchmark::DoNotOptimize(b);
   }
   counters(state, f);
@@ -126,7 +127,9 @@ void BM_SnapshotRebuild(benchmark::State& state) {
     p->on_workers_changed(*f.snap);
     kvroute::ApproxRadixTree* tree = p->tree("");
     state.ResumeTiming();
-    for (const Fixture::Placed& r : f.requests) (void)tree->insert(r.text, r.worker);
+    std::size_t ok = 0;
+    for (const Fixture::Placed& r : f.requests) ok += tree->insert(r.text, r.worker).ok();
+    if (ok != f.requests.size()) state.SkipWithError("insert failed");
     state.PauseTiming();
     p.reset();
     state.ResumeTiming();

@@ -306,6 +306,14 @@ template <class D>
 concept RadixDecider =
     std::is_nothrow_invocable_r_v<TenantId, D&, const RadixCandidates&, const MatchResult&>;
 
+// export_nodes' visitor for a tree of `Symbol`: called with a node's depth,
+// its fragment (std::string_view for text, std::span<const Symbol> for
+// tokens) and its holders; returns false to stop. Must be noexcept.
+template <class V, class Symbol>
+concept RadixExportVisitor = std::is_nothrow_invocable_r_v < bool,
+        V&, std::size_t, typename detail::RadixSymbolTraits<Symbol>::Sequence,
+const RadixCandidates& > ;
+
 // What match_and_insert did: `match.tenant` is the decided tenant;
 // `match.previous_recency` its recency on the deepest matched node before
 // the insert (0 when it did not hold that node) and `match.recency` the
@@ -526,9 +534,7 @@ class BasicApproxRadixTree {
   // ends. Allocates a stack of one entry per level, nothing else. Never
   // throws.
   template <class Visit>
-  requires std::is_nothrow_invocable_r_v<bool, Visit&, std::size_t, sequence_type,
-                                         const RadixCandidates&>
-      ExportStatus export_nodes(Visit&& visit)
+  requires RadixExportVisitor<Visit, Symbol> ExportStatus export_nodes(Visit&& visit)
   const noexcept;
 
   // Debug: every registered tenant's size recomputed from the nodes

@@ -360,8 +360,9 @@ class Manual {
     }
   }
 
-  // Merges one validated snapshot entry; false when none of its
-  // candidates is a worker here.
+  // Merges one validated snapshot entry (detail/sync/manual_state-inl.hpp);
+  // false when it restored nothing (no candidate is a worker here, or all
+  // are older than the live list's epoch).
   bool restore_entry(std::string_view model, const detail::ManualSnapshotView& v,
                      const detail::ManualSnapshotView::Entry& e,
                      const std::vector<const Worker*>& workers, std::int64_t now,

@@ -19,12 +19,11 @@
 // worker for (of the snapshot's model) is skipped and counted.
 //
 // Restoring MERGES the snapshot into the current state; it never clears
-// what is there. Tree policies replay each claim as an insert, oldest
-// recency first, so the restored claims keep the saved LRU order and count
-// as more recent than what the tree held (detail/sync/tree_snapshot.hpp).
-// Manual merges each key's saved candidates (URL, pin stamp) and list
-// epoch as pins from another replica merge (detail/pin_list.hpp), so a
-// restore is idempotent and agrees with the replicas' own pins; a key's
+// what is there, and emits nothing to the policy's state sink. Tree policies replay each claim as
+// an insert, oldest recency first, so the restored claims keep the saved LRU order and count as
+// more recent than what the tree held (detail/sync/tree_snapshot.hpp). Manual merges each key's
+// saved candidates (URL, pin stamp) and list epoch as pins from another replica merge
+// (detail/pin_list.hpp), so a restore is idempotent and agrees with the replicas' own pins; a key's
 // last access becomes now - its age at the save (the later of that and
 // the live entry's).
 //

@@ -19,12 +19,16 @@
 //     is above the last one visited. Children added meanwhile are seen when
 //     their key comes later; nothing is visited twice.
 //   * A node's path (the text from the root to the end of its fragment)
-//     changes only when its fragment length does: a split keeps the first
-//     part in the node, a merge appends its child's fragment. The walk keeps
-//     the length it visited with; on coming back to a node whose length
-//     changed, it skips the node's remaining children, whose text would no
-//     longer extend the path it reported. So every visited node's path is a
-//     path that was in the tree; what changed under the walk may be missed.
+//     changes only when its fragment does: a split keeps the first part in
+//     the node (shorter), a merge gives it a new, longer fragment (in a new
+//     buffer, or in the node when short), and a merged-away node is left
+//     with none. The walk keeps the fragment it visited a node with (its
+//     length, and its text or its address); on coming back to a node whose
+//     fragment changed, it skips the node's remaining children, whose text
+//     would no longer extend the path it reported. Comparing lengths alone
+//     would not do: a split and a merge can give back the same length with
+//     other text. So every visited node's path is a path that was in the
+//     tree; what changed under the walk may be missed.
 
 #ifndef KVROUTE_DETAIL_RADIX_EXPORT_INL_HPP_
 #define KVROUTE_DETAIL_RADIX_EXPORT_INL_HPP_
@@ -32,6 +36,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -42,18 +47,29 @@ KVROUTE_NAMESPACE_BEGIN
 
 template <class Symbol>
 template <class Visit>
-requires std::is_nothrow_invocable_r_v < bool, Visit&, std::size_t,
-    typename BasicApproxRadixTree<Symbol>::sequence_type,
-const RadixCandidates& >
-    ExportStatus BasicApproxRadixTree<Symbol>::export_nodes(Visit&& visit) const noexcept {
+requires RadixExportVisitor<Visit, Symbol> ExportStatus
+BasicApproxRadixTree<Symbol>::export_nodes(Visit&& visit)
+const noexcept {
   // Entering a section changes only the epoch domain's own synchronised
   // state, as match does on a tree it does not otherwise change.
   const detail::EpochDomain::Section sec = const_cast<Memory&>(mem_).enter();
   if (!sec.protects()) return ExportStatus::kBusy;
+  // The fragment a node was visited with: its length, and its text when
+  // kept in the node, else where it lies (a buffer the walk's section keeps
+  // from reuse, so a new fragment cannot take its address).
+  struct Seen {
+    std::uint32_t len;
+    typename Node::Frag frag;
+    bool same(const Node& n) const noexcept {
+      if (n.len != len) return false;
+      return Node::inline_len(len) ? std::memcmp(n.frag.in, frag.in, sizeof(frag.in)) == 0
+                                   : n.frag.ptr == frag.ptr;
+    }
+  };
   struct Frame {
     Node* node;
-    std::uint32_t len;  // the fragment length the node was visited with
-    bool resumed;       // `last` is set: a child was visited
+    Seen seen;
+    bool resumed;  // `last` is set: a child was visited
     Key last;
   };
   std::vector<Frame> stack;
@@ -63,7 +79,7 @@ const RadixCandidates& >
   root->lock.unlock_shared();
   if (!go_on) return ExportStatus::kStopped;
   try {
-    stack.push_back({root, 0, false, Key{}});
+    stack.push_back({root, {0, root->frag}, false, Key{}});
     while (!stack.empty()) {
       Frame& f = stack.back();
       Node* x = f.node;
@@ -73,7 +89,7 @@ const RadixCandidates& >
           f.resumed
               ? static_cast<std::uint32_t>(std::upper_bound(keys, keys + x->nchild, f.last) - keys)
               : 0;
-      if (x->len != f.len || slot >= x->nchild) {
+      if (!f.seen.same(*x) || slot >= x->nchild) {
         x->lock.unlock_shared();
         stack.pop_back();
         continue;
@@ -83,11 +99,11 @@ const RadixCandidates& >
       Node* c = node(x->kids()[slot]);
       c->lock.lock_shared();
       x->lock.unlock_shared();
-      const std::uint32_t len = c->len;
-      const bool more = visit(stack.size(), sequence_type(c->data(), len), candidates(*c));
+      const Seen seen{c->len, c->frag};
+      const bool more = visit(stack.size(), sequence_type(c->data(), c->len), candidates(*c));
       c->lock.unlock_shared();
       if (!more) return ExportStatus::kStopped;
-      stack.push_back({c, len, false, Key{}});
+      stack.push_back({c, seen, false, Key{}});
     }
   } catch (const std::bad_alloc&) {
     return ExportStatus::kOutOfMemory;
