@@ -129,7 +129,7 @@ class ReplicatedRouter final : public SimRouter {
     std::unique_ptr<kvroute::sync::SharedLoad> shared;  // the others' load, as heard here
     std::uint64_t seq = 0;
     std::vector<kvroute::sync::LoadEntry> reported;  // the last load published
-    double reported_at = -1;                         // when
+    std::int64_t reported_period = -1;               // at the end of which period
   };
   struct Delivery {
     double due;
@@ -161,23 +161,28 @@ class ReplicatedRouter final : public SimRouter {
     change_bytes_ += send(i, std::move(b), now);
   }
 
-  // At the last period boundary not yet published (the loads are still
-  // what they were then: nothing has happened since the previous event),
-  // each copy whose load changed, or is due a keepalive, reports it.
+  // Publishes the loads of the period boundaries passed since the previous
+  // event. Loads change only at events, so a copy whose load changed
+  // publishes it at the first of those boundaries (where it did), and one
+  // whose load did not, a keepalive at the last if one is due.
   void publish_loads(double now) {
-    const double boundary = std::floor(now / cfg_.load_period_s) * cfg_.load_period_s;
-    if (boundary <= last_load_publish_) return;
-    last_load_publish_ = boundary;
+    const auto last = static_cast<std::int64_t>(std::floor(now / cfg_.load_period_s));
+    if (last <= last_period_) return;
+    const std::int64_t first = last_period_ < 0 ? last : last_period_ + 1;
+    last_period_ = last;
     for (std::size_t i = 0; i < state_.size(); ++i) {
-      std::vector<kvroute::sync::LoadEntry> loads = state_[i].port->local_loads();
-      const bool keepalive =
-          boundary - state_[i].reported_at >= kKeepalivePeriods * cfg_.load_period_s;
-      if (!keepalive && same_loads(loads, state_[i].reported)) continue;
-      state_[i].reported = loads;
-      state_[i].reported_at = boundary;
+      Copy& c = state_[i];
+      std::vector<kvroute::sync::LoadEntry> loads = c.port->local_loads();
+      std::int64_t at = first;
+      if (same_loads(loads, c.reported)) {
+        if (c.reported_period >= 0 && last - c.reported_period < kKeepalivePeriods) continue;
+        at = last;
+      }
+      c.reported = loads;
+      c.reported_period = at;
       kvroute::sync::Batch b;
       b.loads = std::move(loads);
-      load_bytes_ += send(i, std::move(b), boundary);
+      load_bytes_ += send(i, std::move(b), static_cast<double>(at) * cfg_.load_period_s);
     }
   }
 
@@ -219,7 +224,7 @@ class ReplicatedRouter final : public SimRouter {
   kvroute::ManualClock& clock_;
   std::size_t next_ = 0;  // the front's next copy
   double now_ = 0;
-  double last_load_publish_ = -1;
+  std::int64_t last_period_ = -1;  // the last period boundary published
   std::priority_queue<Delivery, std::vector<Delivery>, std::greater<Delivery>> pending_;
   std::uint64_t order_ = 0;
   std::int64_t text_bytes_ = 0, change_bytes_ = 0, load_bytes_ = 0, changes_ = 0;

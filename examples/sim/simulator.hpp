@@ -155,15 +155,19 @@ inline PolicyResult simulate_simple(const Trace& tr, SimRouter& router, const Si
 }
 
 // The router named `name`: with cfg.replicas.count > 1, that many replicas
-// of it (seeds cfg.seed, cfg.seed + 1, ...) behind a round-robin front,
-// except the references, which stay one router. Null for an unknown name.
+// of it behind a round-robin front, except the references, which stay one
+// router. Null for an unknown name. Replica i's seed is cfg.seed + i x
+// kReplicaSeedStride: kvroute's generator counts up from its seed, so seeds
+// 1, 2, 3 would give the replicas one stream shifted by a draw, and with
+// requests dealt in turn they would make the same random picks together.
+inline constexpr std::uint64_t kReplicaSeedStride = 0x9e3779b97f4a7c15ull;
 inline std::unique_ptr<SimRouter> make_routers(const std::string& name, const SimConfig& cfg,
                                                double cpt, kvroute::ManualClock& clock) {
   if (cfg.replicas.count <= 1 || is_reference(name)) return make_router(name, cfg, cpt, clock);
   std::vector<std::unique_ptr<SimRouter>> copies;
   for (int i = 0; i < cfg.replicas.count; ++i) {
     SimConfig one = cfg;
-    one.seed = cfg.seed + static_cast<std::uint64_t>(i);
+    one.seed = cfg.seed + static_cast<std::uint64_t>(i) * kReplicaSeedStride;
     copies.push_back(make_router(name, one, cpt, clock));
     if (copies.back() == nullptr) return nullptr;
   }
