@@ -73,7 +73,8 @@ struct Replicas {
   // A replica's changes and loads reach the others this long after they
   // were sent.
   double delay_s = 0.1;
-  // Each replica publishes its load every load_period_s.
+  // Each replica publishes its load every load_period_s (0: whenever it
+  // changed, at the event that changed it).
   double load_period_s = 0.1;
 
   bool trees() const noexcept { return sync == SyncMode::kOn || sync == SyncMode::kTrees; }

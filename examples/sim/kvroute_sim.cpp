@@ -67,9 +67,10 @@ generator: chat (default), agent, batch.
   --sync-delay-ms D     with --replicas: a replica's changes and loads reach
                         the others D ms later (default 100)
   --load-sync-ms L      with --replicas: each replica publishes its load every
-                        L ms (default 100)
+                        L ms (default 100; 0: whenever it changes)
   --compare-replicas    per policy (default: cache_aware, least_prefill): one
-                        router, --replicas synced, and unsynced, with targets
+                        router, --replicas synced (with --sync on: also
+                        with state changes only), and unsynced, with targets
   --policies a,b,...    run these (default: all but the extra ones)
   --json FILE           write results as JSON
   --svg FILE            write a chart (hit rate and p99 TTFT per policy)
@@ -222,7 +223,7 @@ std::map<std::string, Handler> value_flags(Args& a) {
        }},
       {"--load-sync-ms",
        [&](const char* v) {
-         c.replicas.load_period_s = positive("--load-sync-ms", v) * 1e-3;
+         c.replicas.load_period_s = non_negative("--load-sync-ms", v) * 1e-3;
          a.sync_flags.push_back("--load-sync-ms");
        }},
       {"--policies", [&](const char* v) { a.policies = policy_list(v); }},
@@ -329,10 +330,10 @@ int main(int argc, char** argv) {
     try {
       if (a.compare && !kvsim::is_reference(p)) {
         compared.push_back(kvsim::compare_replicas(tr, p, a.cfg));
-        for (auto* row :
-             {&compared.back().one, &compared.back().synced, &compared.back().unsynced}) {
-          rep.policies.push_back(*row);
-        }
+        const kvsim::ReplicaRows& rows = compared.back();
+        rep.policies.insert(rep.policies.end(), {rows.one, rows.synced});
+        if (rows.trees) rep.policies.push_back(*rows.trees);
+        rep.policies.push_back(rows.unsynced);
       } else {
         rep.policies.push_back(kvsim::run_policy(tr, p, a.cfg));
       }
@@ -343,8 +344,9 @@ int main(int argc, char** argv) {
   }
   if (a.compare) {
     rep.replicas =
-        fmt::format("one router against {} replicas behind a round-robin front, {}, and unsynced",
-                    a.cfg.replicas.count, kvsim::sync_text(a.cfg.replicas));
+        fmt::format("one router against {} replicas behind a round-robin front, {}{}, and unsynced",
+                    a.cfg.replicas.count, kvsim::sync_text(a.cfg.replicas),
+                    a.cfg.replicas.sync == kvsim::SyncMode::kOn ? ", with state changes only" : "");
   }
   fmt::print("{}", kvsim::table(rep));
   if (a.compare) fmt::print("\n{}", kvsim::replica_targets(compared, a.cfg.replicas));

@@ -11,13 +11,13 @@
 //     is encoded (kvroute::sync::encode, whose size is the bytes synced),
 //     decoded, and applied to every other copy (apply_change) delay_s of
 //     simulated time later;
-//   * load: every load_period_s each copy publishes its own requests and
-//     tokens in flight per worker (kvroute::sync::local_loads) when they
-//     changed since its last report, and every kKeepalivePeriods periods
-//     even when not; delay_s later the others merge them through their
-//     kvroute::sync::SharedLoad, whose ttl is several keepalives, so a
-//     replica that keeps reporting never expires. The other policies
-//     (round_robin, power_of_two, bucket, ...) share only this.
+//   * load: every load_period_s (0: at every event) each copy publishes
+//     its own requests and tokens in flight per worker
+//     (kvroute::sync::local_loads) when they changed since its last report,
+//     and every kKeepalivePeriods periods even when not; delay_s later the others merge them
+//     through their kvroute::sync::SharedLoad, whose ttl is several keepalives, so a replica that
+//     keeps reporting never expires. The other policies (round_robin, power_of_two, bucket, ...)
+//     share only this.
 //
 // Deliveries are events of the simulated clock: advance(now), which the
 // server models call before every event, applies what is due by `now`
@@ -51,15 +51,21 @@ namespace kvsim {
 
 class ReplicatedRouter final : public SimRouter {
  public:
-  // An unchanged load is published again after this many periods.
+  // An unchanged load is published again after this many periods (with
+  // load_period_s 0, after kContinuousKeepaliveS).
   static constexpr int kKeepalivePeriods = 10;
+  static constexpr double kContinuousKeepaliveS = 1.0;
 
   // `copies` are KvRouters (ReplicaPort) of one policy, all reading `clock`.
   ReplicatedRouter(std::vector<std::unique_ptr<SimRouter>> copies, const Replicas& cfg,
                    kvroute::ManualClock& clock)
-      : copies_(std::move(copies)), cfg_(cfg), clock_(clock) {
-    const auto ttl = std::chrono::nanoseconds(
-        static_cast<std::int64_t>((cfg.delay_s + 4 * kKeepalivePeriods * cfg.load_period_s) * 1e9));
+      : copies_(std::move(copies)),
+        cfg_(cfg),
+        clock_(clock),
+        keepalive_s_(cfg.load_period_s > 0 ? kKeepalivePeriods * cfg.load_period_s
+                                           : kContinuousKeepaliveS) {
+    const auto ttl =
+        std::chrono::nanoseconds(static_cast<std::int64_t>((cfg.delay_s + 4 * keepalive_s_) * 1e9));
     for (std::size_t i = 0; i < copies_.size(); ++i) {
       auto* port = dynamic_cast<ReplicaPort*>(copies_[i].get());
       if (port == nullptr) throw std::invalid_argument("a replica must be a kvroute policy");
@@ -129,7 +135,7 @@ class ReplicatedRouter final : public SimRouter {
     std::unique_ptr<kvroute::sync::SharedLoad> shared;  // the others' load, as heard here
     std::uint64_t seq = 0;
     std::vector<kvroute::sync::LoadEntry> reported;  // the last load published
-    std::int64_t reported_period = -1;               // at the end of which period
+    double reported_at = -1;                         // when
   };
   struct Delivery {
     double due;
@@ -162,27 +168,33 @@ class ReplicatedRouter final : public SimRouter {
   }
 
   // Publishes the loads of the period boundaries passed since the previous
-  // event. Loads change only at events, so a copy whose load changed
-  // publishes it at the first of those boundaries (where it did), and one
-  // whose load did not, a keepalive at the last if one is due.
+  // event (with load_period_s 0: at this event). Loads change only at
+  // events, so a copy whose load changed publishes it at the first of those
+  // boundaries (where it did), and one whose load did not, a keepalive at
+  // the last if one is due.
   void publish_loads(double now) {
-    const auto last = static_cast<std::int64_t>(std::floor(now / cfg_.load_period_s));
-    if (last <= last_period_) return;
-    const std::int64_t first = last_period_ < 0 ? last : last_period_ + 1;
-    last_period_ = last;
+    const double period = cfg_.load_period_s;
+    double first = now, last = now;
+    if (period > 0) {
+      const auto k = static_cast<std::int64_t>(std::floor(now / period));
+      if (k <= last_period_) return;
+      first = static_cast<double>(last_period_ < 0 ? k : last_period_ + 1) * period;
+      last = static_cast<double>(k) * period;
+      last_period_ = k;
+    }
     for (std::size_t i = 0; i < state_.size(); ++i) {
       Copy& c = state_[i];
       std::vector<kvroute::sync::LoadEntry> loads = c.port->local_loads();
-      std::int64_t at = first;
+      double at = first;
       if (same_loads(loads, c.reported)) {
-        if (c.reported_period >= 0 && last - c.reported_period < kKeepalivePeriods) continue;
+        if (c.reported_at >= 0 && last - c.reported_at < keepalive_s_) continue;
         at = last;
       }
       c.reported = loads;
-      c.reported_period = at;
+      c.reported_at = at;
       kvroute::sync::Batch b;
       b.loads = std::move(loads);
-      load_bytes_ += send(i, std::move(b), static_cast<double>(at) * cfg_.load_period_s);
+      load_bytes_ += send(i, std::move(b), at);
     }
   }
 
@@ -224,6 +236,7 @@ class ReplicatedRouter final : public SimRouter {
   kvroute::ManualClock& clock_;
   std::size_t next_ = 0;  // the front's next copy
   double now_ = 0;
+  double keepalive_s_;
   std::int64_t last_period_ = -1;  // the last period boundary published
   std::priority_queue<Delivery, std::vector<Delivery>, std::greater<Delivery>> pending_;
   std::uint64_t order_ = 0;

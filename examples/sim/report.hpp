@@ -41,19 +41,20 @@ inline std::string model_text(const SimConfig& c) {
 }
 
 inline std::string sync_text(const Replicas& r) {
+  const std::string every = r.load_period_s > 0
+                                ? fmt::format("every {:g} ms", r.load_period_s * 1e3)
+                                : std::string("at every change");
   switch (r.sync) {
     case SyncMode::kOff:
       return "unsynced";
     case SyncMode::kTrees:
       return fmt::format("synced: state changes only, after {:g} ms", r.delay_s * 1e3);
     case SyncMode::kLoads:
-      return fmt::format("synced: loads only, every {:g} ms, after {:g} ms", r.load_period_s * 1e3,
-                         r.delay_s * 1e3);
+      return fmt::format("synced: loads only ({}), after {:g} ms", every, r.delay_s * 1e3);
     case SyncMode::kOn:
       break;
   }
-  return fmt::format("synced: state changes and loads (every {:g} ms), after {:g} ms",
-                     r.load_period_s * 1e3, r.delay_s * 1e3);
+  return fmt::format("synced: state changes and loads ({}), after {:g} ms", every, r.delay_s * 1e3);
 }
 
 inline std::string replicas_text(const Replicas& r) {
