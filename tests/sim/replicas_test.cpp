@@ -3,9 +3,12 @@
 // and what syncing buys on a chat workload.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "sim/report.hpp"
 #include "sim/sim_requests.hpp"
 #include "sim/simulator.hpp"
 #include "sim/trace.hpp"
@@ -119,7 +122,7 @@ TEST_CASE("sim replicas: syncing recovers the hit rate replicas lose", "[sim]") 
   }
 }
 
-TEST_CASE("sim replicas: the references stay one router; runs repeat exactly", "[sim]") {
+TEST_CASE("sim replicas: the references stay one router and runs repeat exactly", "[sim]") {
   const kvsim::Trace tr = generated("agent", 200);
   kvsim::SimConfig one;
   kvsim::SimConfig three;
@@ -155,4 +158,34 @@ TEST_CASE("sim replicas: replicas draw independent random streams", "[sim]") {
   const auto a = kvsim::run_policy(tr, "power_of_two", one);
   const auto b = kvsim::run_policy(tr, "power_of_two", three);
   CHECK(b.ttft_mean < 1.1 * a.ttft_mean);
+}
+
+TEST_CASE("sim replicas: the report names the replicas and their bytes", "[sim]") {
+  const kvsim::Trace tr = generated("chat", 200);
+  kvsim::SimConfig cfg;
+  cfg.replicas.count = 2;
+  kvsim::Report rep = kvsim::make_report(tr, cfg);
+  rep.policies.push_back(kvsim::run_policy(tr, "cache_aware", cfg));
+  rep.policies.push_back(kvsim::run_policy(tr, "oracle", cfg));
+  CHECK(rep.replicas.find("2 replicas of each kvroute policy") == 0);
+  CHECK(rep.replicas.find("oracle and sticky: one router") != std::string::npos);
+  const nlohmann::ordered_json j = kvsim::to_json(rep);
+  CHECK(j["replicas"] == rep.replicas);
+  const auto& sync = j["policies"][0]["sync"];
+  CHECK(sync["replicas"] == 2);
+  CHECK(sync["bytes_per_request"].get<double>() > 0);
+  CHECK(sync["bytes_per_text_byte"].get<double>() > 0);
+  CHECK(sync["change_bytes"].get<std::int64_t>() + sync["load_bytes"].get<std::int64_t>() ==
+        static_cast<std::int64_t>(std::llround(sync["bytes_per_request"].get<double>() * 200)));
+  CHECK_FALSE(j["policies"][1].contains("sync"));  // the reference ran alone
+  // The table has the two columns, "-" for the reference, and their legend.
+  const std::string text = kvsim::table(rep);
+  CHECK(text.find("sync_B/req sync/text") != std::string::npos);
+  CHECK(text.find("sync_B/req: ") != std::string::npos);
+  CHECK(text.find("sync/text: ") != std::string::npos);
+  // One router: neither.
+  kvsim::Report single = kvsim::make_report(tr, {});
+  single.policies.push_back(kvsim::run_policy(tr, "cache_aware", {}));
+  CHECK(kvsim::table(single).find("sync_B/req") == std::string::npos);
+  CHECK_FALSE(kvsim::to_json(single).contains("replicas"));
 }
