@@ -58,6 +58,29 @@ struct SglangModel {
 
 enum class ServerModel { kSglang, kSimple };
 
+// What router replicas share with each other (replicas.hpp).
+enum class SyncMode {
+  kOff,    // nothing: each replica routes on its own state
+  kOn,     // tree policies' state changes, and every replica's load
+  kTrees,  // state changes only
+  kLoads,  // load only
+};
+
+// Router replicas behind a round-robin front (replicas.hpp).
+struct Replicas {
+  int count = 1;
+  SyncMode sync = SyncMode::kOn;
+  // A replica's changes and loads reach the others this long after they
+  // were sent.
+  double delay_s = 0.1;
+  // Each replica publishes its load every load_period_s (0: whenever it
+  // changed, at the event that changed it).
+  double load_period_s = 0.1;
+
+  bool trees() const noexcept { return sync == SyncMode::kOn || sync == SyncMode::kTrees; }
+  bool loads() const noexcept { return sync == SyncMode::kOn || sync == SyncMode::kLoads; }
+};
+
 struct SimConfig {
   int servers = 8;
   // Per server: the KV pool (sglang: cache and running requests share it)
@@ -83,6 +106,8 @@ struct SimConfig {
   std::uint64_t ca_feedback_slack_stamps = 0;
   // CacheAware::Options::tenant_rule of the cache_aware policies.
   kvroute::CacheAware::TenantRule ca_tenant_rule = kvroute::CacheAware::Options{}.tenant_rule;
+  // Replicas of each kvroute policy (the oracle and sticky stay single).
+  Replicas replicas;
 };
 
 }  // namespace kvsim

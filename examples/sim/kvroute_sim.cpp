@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/replica_compare.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
 #include "sim/trace.hpp"
@@ -56,6 +57,20 @@ generator: chat (default), agent, batch.
                         cache_aware's feedback_slack_stamps (default 0)
   --ca-tenant-rule R    cache_aware's choice among the deepest matched
                         node's tenants: least_loaded (default) or most_recent
+  --replicas R          R replicas of each kvroute policy, each with its own
+                        state, behind a round-robin front (default 1; oracle
+                        and sticky stay one router)
+  --sync MODE           with --replicas: on (default: the state changes of
+                        cache_aware, least_prefill and manual, and every
+                        policy's load), off, trees (state changes only),
+                        loads (load only)
+  --sync-delay-ms D     with --replicas: a replica's changes and loads reach
+                        the others D ms later (default 100)
+  --load-sync-ms L      with --replicas: each replica publishes its load every
+                        L ms (default 100; 0: whenever it changes)
+  --compare-replicas    per policy (default: cache_aware, least_prefill): one
+                        router, --replicas synced (with --sync on: also
+                        with state changes only), and unsynced, with targets
   --policies a,b,...    run these (default: all but the extra ones)
   --json FILE           write results as JSON
   --svg FILE            write a chart (hit rate and p99 TTFT per policy)
@@ -72,6 +87,8 @@ struct Args {
   std::vector<std::string> policies;
   kvsim::SimConfig cfg;
   bool quiet = false;
+  bool compare = false;
+  std::vector<std::string> sync_flags;  // replica flags given, checked after parsing
 };
 
 [[noreturn]] void die(const std::string& msg) {
@@ -83,6 +100,15 @@ double positive(const std::string& flag, const char* v) {
   char* end = nullptr;
   const double d = std::strtod(v, &end);
   if (end == v || *end != '\0' || !(d > 0)) die(flag + ": '" + v + "' is not a positive number");
+  return d;
+}
+
+double non_negative(const std::string& flag, const char* v) {
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(d >= 0) || d > 1e12) {
+    die(flag + ": '" + v + "' is not a number >= 0");
+  }
   return d;
 }
 
@@ -172,10 +198,58 @@ std::map<std::string, Handler> value_flags(Args& a) {
          c.ca_feedback_slack_stamps =
              static_cast<std::uint64_t>(integer("--ca-feedback-slack-stamps", v, 0));
        }},
+      {"--replicas",
+       [&](const char* v) {
+         const std::int64_t r = integer("--replicas", v);
+         if (r > 64) die(std::string("--replicas: '") + v + "' is more than 64");
+         c.replicas.count = static_cast<int>(r);
+       }},
+      {"--sync",
+       [&](const char* v) {
+         const std::string s = v;
+         if (s != "on" && s != "off" && s != "trees" && s != "loads") {
+           die("--sync: '" + s + "' is not on, off, trees or loads");
+         }
+         c.replicas.sync = s == "on"      ? kvsim::SyncMode::kOn
+                           : s == "off"   ? kvsim::SyncMode::kOff
+                           : s == "trees" ? kvsim::SyncMode::kTrees
+                                          : kvsim::SyncMode::kLoads;
+         a.sync_flags.push_back("--sync");
+       }},
+      {"--sync-delay-ms",
+       [&](const char* v) {
+         c.replicas.delay_s = non_negative("--sync-delay-ms", v) * 1e-3;
+         a.sync_flags.push_back("--sync-delay-ms");
+       }},
+      {"--load-sync-ms",
+       [&](const char* v) {
+         c.replicas.load_period_s = non_negative("--load-sync-ms", v) * 1e-3;
+         a.sync_flags.push_back("--load-sync-ms");
+       }},
       {"--policies", [&](const char* v) { a.policies = policy_list(v); }},
       {"--json", [&](const char* v) { a.json = v; }},
       {"--svg", [&](const char* v) { a.svg = v; }},
   };
+}
+
+// The replica flags make sense only together.
+void check_replica_flags(const Args& a) {
+  const kvsim::Replicas& r = a.cfg.replicas;
+  if (r.count == 1 && !a.sync_flags.empty()) {
+    die(a.sync_flags.front() + ": needs --replicas 2 or more");
+  }
+  if (a.compare && r.count == 1) die("--compare-replicas: needs --replicas 2 or more");
+  if (a.compare && r.sync == kvsim::SyncMode::kOff) {
+    die("--compare-replicas: compares synced replicas with unsynced ones; not with --sync off");
+  }
+  for (const std::string& f : a.sync_flags) {
+    if (r.sync == kvsim::SyncMode::kOff && f != "--sync") {
+      die(f + ": nothing is synced with --sync off");
+    }
+    if (r.sync == kvsim::SyncMode::kTrees && f == "--load-sync-ms") {
+      die("--load-sync-ms: loads are not synced with --sync trees");
+    }
+  }
 }
 
 Args parse(int argc, char** argv) {
@@ -191,6 +265,8 @@ Args parse(int argc, char** argv) {
       a.quiet = true;
     } else if (f == "--open-loop") {
       a.cfg.closed_loop = false;
+    } else if (f == "--compare-replicas") {
+      a.compare = true;
     } else if (auto it = flags.find(f); it != flags.end()) {
       if (i + 1 >= argc) die(f + ": missing value");
       it->second(argv[++i]);
@@ -203,7 +279,11 @@ Args parse(int argc, char** argv) {
       die("more than one TRACE: " + f);
     }
   }
-  if (a.policies.empty()) a.policies = kvsim::all_policy_names();
+  check_replica_flags(a);
+  if (a.policies.empty()) {
+    a.policies = a.compare ? std::vector<std::string>{"cache_aware", "least_prefill"}
+                           : kvsim::all_policy_names();
+  }
   return a;
 }
 
@@ -245,15 +325,31 @@ int main(int argc, char** argv) {
   if (a.speed != 1) tr.name += fmt::format(" (speed {})", a.speed);
 
   kvsim::Report rep = kvsim::make_report(tr, a.cfg);
+  std::vector<kvsim::ReplicaRows> compared;
   for (const std::string& p : a.policies) {
     try {
-      rep.policies.push_back(kvsim::run_policy(tr, p, a.cfg));
+      if (a.compare && !kvsim::is_reference(p)) {
+        compared.push_back(kvsim::compare_replicas(tr, p, a.cfg));
+        const kvsim::ReplicaRows& rows = compared.back();
+        rep.policies.insert(rep.policies.end(), {rows.one, rows.synced});
+        if (rows.trees) rep.policies.push_back(*rows.trees);
+        rep.policies.push_back(rows.unsynced);
+      } else {
+        rep.policies.push_back(kvsim::run_policy(tr, p, a.cfg));
+      }
     } catch (const std::exception& e) {
       die(e.what());
     }
     if (!a.quiet) fmt::print(stderr, "  {:<24} done\n", p);
   }
+  if (a.compare) {
+    rep.replicas =
+        fmt::format("one router against {} replicas behind a round-robin front, {}{}, and unsynced",
+                    a.cfg.replicas.count, kvsim::sync_text(a.cfg.replicas),
+                    a.cfg.replicas.sync == kvsim::SyncMode::kOn ? ", with state changes only" : "");
+  }
   fmt::print("{}", kvsim::table(rep));
+  if (a.compare) fmt::print("\n{}", kvsim::replica_targets(compared, a.cfg.replicas));
   if (!a.json.empty()) write_file(a.json, kvsim::to_json(rep).dump(2) + "\n");
   if (!a.svg.empty()) write_file(a.svg, kvsim::svg(rep));
   return 0;

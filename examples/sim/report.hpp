@@ -23,7 +23,8 @@ struct Report {
   int servers = 0;
   std::size_t requests = 0;
   double ideal_hit_rate = 0;
-  std::string model;  // the server model, in words
+  std::string model;     // the server model, in words
+  std::string replicas;  // router replicas, in words ("" for one router)
   std::vector<PolicyResult> policies;
 };
 
@@ -39,6 +40,31 @@ inline std::string model_text(const SimConfig& c) {
                      c.closed_loop ? "closed-loop sessions" : "open loop");
 }
 
+inline std::string sync_text(const Replicas& r) {
+  const std::string every = r.load_period_s > 0
+                                ? fmt::format("every {:g} ms", r.load_period_s * 1e3)
+                                : std::string("at every change");
+  switch (r.sync) {
+    case SyncMode::kOff:
+      return "unsynced";
+    case SyncMode::kTrees:
+      return fmt::format("synced: state changes only, after {:g} ms", r.delay_s * 1e3);
+    case SyncMode::kLoads:
+      return fmt::format("synced: loads only ({}), after {:g} ms", every, r.delay_s * 1e3);
+    case SyncMode::kOn:
+      break;
+  }
+  return fmt::format("synced: state changes and loads ({}), after {:g} ms", every, r.delay_s * 1e3);
+}
+
+inline std::string replicas_text(const Replicas& r) {
+  if (r.count <= 1) return "";
+  return fmt::format(
+      "{} replicas of each kvroute policy behind a round-robin front, {}; oracle and sticky: "
+      "one router (references)",
+      r.count, sync_text(r));
+}
+
 // The report's header fields for `tr` run under `cfg`.
 inline Report make_report(const Trace& tr, const SimConfig& cfg) {
   Report rep;
@@ -47,6 +73,7 @@ inline Report make_report(const Trace& tr, const SimConfig& cfg) {
   rep.requests = tr.requests.size();
   rep.ideal_hit_rate = ideal_hit_rate(tr);
   rep.model = model_text(cfg);
+  rep.replicas = replicas_text(cfg.replicas);
   return rep;
 }
 
@@ -56,6 +83,10 @@ inline constexpr const char* kLegend =
     "imbal: most prefilled tokens on one server / the servers' mean; sel_us, sel_p99: the\n"
     "router's decision time, mean and 99th percentile, wall-clock microseconds; rej: requests\n"
     "larger than a server's KV pool (rejected); branches: the decisions' branches\n";
+// The replicas' columns, when a row ran on several.
+inline constexpr const char* kSyncLegend =
+    "sync_B/req: bytes the replicas sent each other (state-change and load batches as encoded on\n"
+    "the wire) per routed request; sync/text: the same over the routed requests' text bytes\n";
 
 inline std::string branches_text(const PolicyResult& p) {
   std::vector<std::pair<std::int64_t, std::string>> v;
@@ -69,20 +100,49 @@ inline std::string branches_text(const PolicyResult& p) {
   return out;
 }
 
+// The replicas' columns of one row ("-" for a single router).
+inline std::string sync_cells(const PolicyResult& p) {
+  if (p.replicas <= 1) return fmt::format(" {:>10} {:>9}", "-", "-");
+  return fmt::format(" {:>10.0f} {:>9.4f}", sync_bytes_per_request(p), sync_bytes_per_text_byte(p));
+}
+
 inline std::string table(const Report& r) {
   std::string out = fmt::format(
-      "trace {}: {} requests, {} servers, ideal hit rate (one infinite cache) {:.3f}\n{}\n\n",
+      "trace {}: {} requests, {} servers, ideal hit rate (one infinite cache) {:.3f}\n{}\n",
       r.trace, r.requests, r.servers, r.ideal_hit_rate, r.model);
-  out += fmt::format("{:<25} {:>6} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>4}  {}\n", "policy",
-                     "hit", "ttft_mean", "ttft_p50", "ttft_p99", "imbal", "sel_us", "sel_p99",
-                     "rej", "branches");
+  if (!r.replicas.empty()) out += r.replicas + "\n";
+  bool sync = false;
+  std::size_t w = 25;
+  for (const PolicyResult& p : r.policies) {
+    sync = sync || p.replicas > 1;
+    w = std::max(w, p.name.size());
+  }
+  out += fmt::format("\n{:<{}} {:>6} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>4}", "policy", w, "hit",
+                     "ttft_mean", "ttft_p50", "ttft_p99", "imbal", "sel_us", "sel_p99", "rej");
+  if (sync) out += fmt::format(" {:>10} {:>9}", "sync_B/req", "sync/text");
+  out += "  branches\n";
   for (const PolicyResult& p : r.policies) {
     out += fmt::format(
-        "{:<25} {:>6.3f} {:>8.3f}s {:>8.3f}s {:>8.3f}s {:>6.2f} {:>9.2f} {:>9.2f} {:>4}  {}\n",
-        p.name, p.hit_rate, p.ttft_mean, p.ttft_p50, p.ttft_p99, p.imbalance, p.select_us_mean,
-        p.select_us_p99, p.rejected, branches_text(p));
+        "{:<{}} {:>6.3f} {:>8.3f}s {:>8.3f}s {:>8.3f}s {:>6.2f} {:>9.2f} {:>9.2f} {:>4}", p.name, w,
+        p.hit_rate, p.ttft_mean, p.ttft_p50, p.ttft_p99, p.imbalance, p.select_us_mean,
+        p.select_us_p99, p.rejected);
+    if (sync) out += sync_cells(p);
+    out += "  " + branches_text(p) + "\n";
   }
-  return out + "\n" + kLegend;
+  return out + "\n" + kLegend + (sync ? kSyncLegend : "");
+}
+
+// A replicated row's "sync" object.
+inline nlohmann::ordered_json sync_json(const PolicyResult& p) {
+  return {{"replicas", p.replicas},
+          {"bytes_per_request", sync_bytes_per_request(p)},
+          {"bytes_per_text_byte", sync_bytes_per_text_byte(p)},
+          {"change_bytes", p.change_bytes},
+          {"load_bytes", p.load_bytes},
+          {"text_bytes", p.text_bytes},
+          {"changes", p.changes},
+          {"not_applied", p.not_applied},
+          {"dropped", p.dropped}};
 }
 
 // Keys in the documented order.
@@ -92,6 +152,7 @@ inline nlohmann::ordered_json to_json(const Report& r) {
   j["servers"] = r.servers;
   j["ideal_hit_rate"] = r.ideal_hit_rate;
   j["model"] = r.model;
+  if (!r.replicas.empty()) j["replicas"] = r.replicas;
   j["policies"] = nlohmann::ordered_json::array();
   for (const PolicyResult& p : r.policies) {
     nlohmann::ordered_json b = nlohmann::ordered_json::object();
@@ -106,6 +167,7 @@ inline nlohmann::ordered_json to_json(const Report& r) {
                              {"select_us_p99", p.select_us_p99},
                              {"rejected", p.rejected},
                              {"branches", b}});
+    if (p.replicas > 1) j["policies"].back()["sync"] = sync_json(p);
   }
   return j;
 }

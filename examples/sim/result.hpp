@@ -25,6 +25,15 @@ struct PolicyResult {
   double select_us_mean = 0, select_us_p99 = 0;
   std::int64_t rejected = 0;  // requests larger than a server's KV pool
   std::map<std::string, std::int64_t> branches;
+  // Router replicas (replicas.hpp): how many routed, and what they sent
+  // each other, as encoded on the wire (kvroute::sync::encode).
+  int replicas = 1;
+  std::int64_t text_bytes = 0;    // of the routed requests' texts
+  std::int64_t change_bytes = 0;  // batches of state changes
+  std::int64_t load_bytes = 0;    // batches of loads
+  std::int64_t changes = 0;       // state changes sent
+  std::int64_t not_applied = 0;   // deliveries apply_change did not apply
+  std::uint64_t dropped = 0;      // changes the outboxes dropped (full)
   // Per request, in trace order (for tests and deeper analysis).
   std::vector<double> sent;  // when the request was sent (closed loop: not its trace time)
   std::vector<double> ttft;  // < 0: rejected
@@ -36,6 +45,18 @@ struct PolicyResult {
   std::vector<std::int64_t> prefill_tokens;  // per server
   std::vector<double> select_us;             // per routed request
 };
+
+// Bytes the replicas sent each other per routed request, and per byte of
+// the routed texts.
+inline double sync_bytes_per_request(const PolicyResult& p) {
+  const auto n = static_cast<double>(p.select_us.size());
+  return n == 0 ? 0 : static_cast<double>(p.change_bytes + p.load_bytes) / n;
+}
+inline double sync_bytes_per_text_byte(const PolicyResult& p) {
+  return p.text_bytes == 0 ? 0
+                           : static_cast<double>(p.change_bytes + p.load_bytes) /
+                                 static_cast<double>(p.text_bytes);
+}
 
 inline double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;

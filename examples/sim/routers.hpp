@@ -6,6 +6,8 @@
 // and sends each request where the server model predicts its first token
 // soonest, and sticky keeps a session on its first server. The routers read
 // the servers through ServerView, which each server model implements.
+// KvRouter can also run as one of several replicas (ReplicaPort,
+// replicas.hpp).
 #ifndef KVROUTE_EXAMPLES_SIM_ROUTERS_HPP_
 #define KVROUTE_EXAMPLES_SIM_ROUTERS_HPP_
 
@@ -21,6 +23,9 @@
 
 #include "kvroute/kvroute.hpp"
 #include "kvroute/policies/least_prefill.hpp"
+#include "kvroute/sync/change.hpp"
+#include "kvroute/sync/shared_load.hpp"
+#include "kvroute/sync/wire.hpp"
 #include "sim/config.hpp"
 #include "sim/result.hpp"
 #include "sim/trace.hpp"
@@ -47,6 +52,13 @@ struct Routed {
   // Wall-clock time of the routing decision (select_worker for kvroute
   // policies), microseconds; < 0: the host measures the whole route().
   double select_us = -1;
+  // The replica that routed the request (replicas.hpp), which its feedback
+  // goes back to.
+  int replica = 0;
+  // The request's text, kept until its feedback only when the policy emits
+  // state changes: a feedback correction names the chunks the server no
+  // longer had.
+  std::string text;
 };
 
 class SimRouter {
@@ -61,13 +73,40 @@ class SimRouter {
   // sglang model: r's response ended; the server had `cached` tokens of it
   // cached (SGLang's cached_tokens, which arrives with the response).
   virtual void on_response(Routed&, const SimRequest&, std::int64_t /*cached*/) {}
+  // Simulated time has reached `now`; called before each event the server
+  // model handles (an arrival, a step, a response), so that what is due by
+  // then (another replica's changes) comes first.
+  virtual void advance(double /*now*/) {}
+  // Adds what the router counted over the run to `res` (replicas.hpp).
+  virtual void add_totals(PolicyResult& /*res*/) const {}
+};
+
+// What a router needs to run as one of several replicas (replicas.hpp):
+// its policy's state changes go to a sink and come from the other replicas,
+// and its own load is read and the others' merged in.
+class ReplicaPort {
+ public:
+  virtual ~ReplicaPort() = default;
+  // Whether the policy emits and applies state changes (cache_aware,
+  // least_prefill, manual); the others only share load.
+  virtual bool shares_state() const = 0;
+  virtual void set_state_sink(kvroute::sync::StateSink* sink) = 0;
+  virtual kvroute::sync::Applied apply_change(const kvroute::sync::Change& change) = 0;
+  virtual std::vector<kvroute::sync::LoadEntry> local_loads() const = 0;
+  // Sets the other replicas' load, as `shared` holds it, in this router's
+  // LoadTracker.
+  virtual void merge_loads(kvroute::sync::SharedLoad& shared) = 0;
 };
 
 enum class Feedback { kNone, kCacheAware, kLeastPrefill, kLeastPrefillTree, kLeastPrefillQueue };
 
 // A kvroute policy behind a WorkerSet and a LoadTracker, as a host runs it.
 template <class P>
-class KvRouter final : public SimRouter {
+class KvRouter final : public SimRouter, public ReplicaPort {
+  static constexpr bool kShares = requires(P & p, kvroute::sync::StateSink* s) {
+    p.set_state_sink(s);
+  };
+
  public:
   KvRouter(std::unique_ptr<P> p, int servers, std::string name, Feedback fb, double cpt,
            kvroute::ManualClock& clock)
@@ -103,12 +142,13 @@ class KvRouter final : public SimRouter {
     const std::int64_t tokens = std::max<std::int64_t>(r.input_tokens - claimed_tokens, 0);
     out.guard =
         load_.dispatch(out.decision.worker->id, {.tokens = tokens, .routing_key = r.session});
+    if (sink_ != nullptr && reports()) out.text.assign(text);
     return out;
   }
 
   void on_prefill_start(Routed& x, const SimRequest& r, std::int64_t cached) override {
     if (fb_ == Feedback::kNone) return;
-    if (fb_ != Feedback::kLeastPrefillQueue) report(x.decision, cached);
+    if (reports()) report(x, cached);
     if constexpr (std::is_same_v<P, kvroute::LeastPrefill>) {
       if (fb_ != Feedback::kLeastPrefillTree) {
         x.guard.set_tokens(r.input_tokens - cached);  // the real uncached work
@@ -119,16 +159,36 @@ class KvRouter final : public SimRouter {
   // The response ends after the first token has released the guard's
   // tokens, so only the tree learns from it.
   void on_response(Routed& x, const SimRequest&, std::int64_t cached) override {
-    if (fb_ != Feedback::kNone && fb_ != Feedback::kLeastPrefillQueue) report(x.decision, cached);
+    if (reports()) report(x, cached);
   }
 
   P& policy() { return *p_; }
+
+  bool shares_state() const override { return kShares; }
+  void set_state_sink(kvroute::sync::StateSink* sink) override {
+    if constexpr (kShares) {
+      p_->set_state_sink(sink);
+      sink_ = sink;
+    }
+  }
+  kvroute::sync::Applied apply_change(const kvroute::sync::Change& change) override {
+    if constexpr (kShares) return p_->apply_change(change, *snap_);
+    return kvroute::sync::Applied::kNotShared;
+  }
+  std::vector<kvroute::sync::LoadEntry> local_loads() const override {
+    return kvroute::sync::local_loads(*snap_, load_);
+  }
+  void merge_loads(kvroute::sync::SharedLoad& shared) override { shared.apply(*snap_, load_); }
 
  private:
   // The server caches whole blocks while the tree matches characters, so a
   // shortfall of less than one block is granularity, not an eviction, and
   // is not reported as one.
-  void report(const kvroute::Decision& d, std::int64_t cached) {
+  // Whether the tree hears the servers' cached-token counts.
+  bool reports() const { return fb_ != Feedback::kNone && fb_ != Feedback::kLeastPrefillQueue; }
+
+  void report(Routed& x, std::int64_t cached) {
+    const kvroute::Decision& d = x.decision;
     const double claimed = static_cast<double>(d.claimed) / cpt_;
     double reported = static_cast<double>(cached);
     if (claimed > reported && claimed - reported < static_cast<double>(kBlockTokens)) {
@@ -137,8 +197,9 @@ class KvRouter final : public SimRouter {
     const auto tokens = static_cast<std::uint64_t>(std::ceil(reported));
     if constexpr (std::is_same_v<P, kvroute::CacheAware> ||
                   std::is_same_v<P, kvroute::LeastPrefill>) {
-      p_->report_cached(kvroute::RequestView{}, d, tokens);
+      p_->report_cached(kvroute::RequestView{.text = x.text}, d, tokens);
     }
+    std::string().swap(x.text);
   }
 
   kvroute::WorkerSet workers_;
@@ -149,6 +210,7 @@ class KvRouter final : public SimRouter {
   Feedback fb_;
   double cpt_;
   kvroute::ManualClock& clock_;
+  kvroute::sync::StateSink* sink_ = nullptr;
 };
 
 // Reference: sees the servers' real state and sends each request where the

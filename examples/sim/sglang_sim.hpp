@@ -144,6 +144,7 @@ inline PolicyResult simulate_sglang(const Trace& tr, SimRouter& router, const Si
   skip_followers();
   while (next < n || !events.empty()) {
     if (next < n && (events.empty() || tr.requests[next].t < events.top().t)) {
+      router.advance(tr.requests[next].t);
       release(next, tr.requests[next].t);
       ++next;
       skip_followers();
@@ -151,6 +152,7 @@ inline PolicyResult simulate_sglang(const Trace& tr, SimRouter& router, const Si
     }
     const Event e = events.top();
     events.pop();
+    router.advance(e.t);
     if (e.kind == kRelease) {
       release(e.index, e.t);
     } else if (e.gen == servers[e.index].generation()) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "sim/config.hpp"
+#include "sim/replicas.hpp"
 #include "sim/result.hpp"
 #include "sim/routers.hpp"
 #include "sim/server.hpp"
@@ -117,6 +118,7 @@ inline PolicyResult simulate_simple(const Trace& tr, SimRouter& router, const Si
       const std::size_t j = next++;
       const SimRequest& r = tr.requests[j];
       const double now = r.t;
+      router.advance(now);
       jobs[j] = route_one(router, tr, j, texts.text(r, buf), now, view, res);
       const auto s = static_cast<std::size_t>(jobs[j].server);
       ServerState& sv = servers[s];
@@ -130,6 +132,7 @@ inline PolicyResult simulate_simple(const Trace& tr, SimRouter& router, const Si
     }
     const Event e = events.top();
     events.pop();
+    router.advance(e.t);
     const SimRequest& r = tr.requests[e.job];
     const auto s = static_cast<std::size_t>(jobs[e.job].server);
     ServerState& sv = servers[s];
@@ -151,17 +154,40 @@ inline PolicyResult simulate_simple(const Trace& tr, SimRouter& router, const Si
   return res;
 }
 
+// The router named `name`: with cfg.replicas.count > 1, that many replicas
+// of it behind a round-robin front, except the references, which stay one
+// router. Null for an unknown name. Replica i's seed is cfg.seed + i x
+// kReplicaSeedStride: kvroute's generator counts up from its seed, so seeds
+// 1, 2, 3 would give the replicas one stream shifted by a draw, and with
+// requests dealt in turn they would make the same random picks together.
+inline constexpr std::uint64_t kReplicaSeedStride = 0x9e3779b97f4a7c15ull;
+inline std::unique_ptr<SimRouter> make_routers(const std::string& name, const SimConfig& cfg,
+                                               double cpt, kvroute::ManualClock& clock) {
+  if (cfg.replicas.count <= 1 || is_reference(name)) return make_router(name, cfg, cpt, clock);
+  std::vector<std::unique_ptr<SimRouter>> copies;
+  for (int i = 0; i < cfg.replicas.count; ++i) {
+    SimConfig one = cfg;
+    one.seed = cfg.seed + static_cast<std::uint64_t>(i) * kReplicaSeedStride;
+    copies.push_back(make_router(name, one, cpt, clock));
+    if (copies.back() == nullptr) return nullptr;
+  }
+  return std::make_unique<ReplicatedRouter>(std::move(copies), cfg.replicas, clock);
+}
+
 // Runs one named policy on `tr` under cfg.server_model.
 inline PolicyResult run_policy(const Trace& tr, const std::string& name, const SimConfig& cfg) {
   kvroute::ManualClock clock;
   TextExpander texts(tr.chars_per_token);
-  std::unique_ptr<SimRouter> router = make_router(name, cfg, tr.chars_per_token, clock);
+  std::unique_ptr<SimRouter> router = make_routers(name, cfg, tr.chars_per_token, clock);
   if (router == nullptr) {
     throw std::invalid_argument("unknown policy '" + name + "' (policies: " + policy_names_text() +
                                 ")");
   }
-  if (cfg.server_model == ServerModel::kSimple) return simulate_simple(tr, *router, cfg, texts);
-  return simulate_sglang(tr, *router, cfg, texts);
+  PolicyResult res = cfg.server_model == ServerModel::kSimple
+                         ? simulate_simple(tr, *router, cfg, texts)
+                         : simulate_sglang(tr, *router, cfg, texts);
+  router->add_totals(res);
+  return res;
 }
 
 }  // namespace kvsim
