@@ -125,7 +125,11 @@ struct Node {
     return h;
   }
 
-  void start() { REQUIRE(replicator.start().ok()); }
+  // Starts the replicator and waits until it read what Redis held.
+  void start() {
+    REQUIRE(replicator.start().ok());
+    REQUIRE(replicator.wait_until_caught_up(std::chrono::seconds(5)));
+  }
 
   std::string route(const std::string& text) {
     kvroute::Selection s = router.select({.text = text});

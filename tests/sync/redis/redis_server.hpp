@@ -127,11 +127,38 @@ class RedisServer {
   }
 
   // One command on a fresh connection; the reply's text (or the error's,
-  // or "(nil)", "(integer) N", "(array N)").
+  // or "(nil)", "(integer) N", "(array N)"; "(no reply)" when the server
+  // is away). Asserts nothing, so that any thread may call it.
   std::string command(std::initializer_list<std::string_view> args) const {
+    return with_reply(args, [](const redisReply* r) {
+      if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+          r->type == REDIS_REPLY_ERROR) {
+        return std::string(r->str, r->len);
+      }
+      if (r->type == REDIS_REPLY_INTEGER) return "(integer) " + std::to_string(r->integer);
+      if (r->type == REDIS_REPLY_ARRAY) return "(array " + std::to_string(r->elements) + ")";
+      return std::string("(nil)");
+    });
+  }
+
+  // The id of the last entry of a stream; empty when it has none.
+  std::string last_entry_id(std::string_view key) const {
+    return with_reply({"XREVRANGE", key, "+", "-", "COUNT", "1"}, [](const redisReply* r) {
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return std::string();
+      const redisReply* e = r->element[0];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements == 0) return std::string();
+      return std::string(e->element[0]->str, e->element[0]->len);
+    });
+  }
+
+ private:
+  std::string with_reply(std::initializer_list<std::string_view> args,
+                         const std::function<std::string(const redisReply*)>& read) const {
     redisContext* c = redisConnectUnix(socket_.c_str());
-    REQUIRE(c != nullptr);
-    REQUIRE(c->err == 0);
+    if (c == nullptr || c->err != 0) {
+      if (c != nullptr) redisFree(c);
+      return "(no reply)";
+    }
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     for (std::string_view a : args) {
@@ -140,25 +167,12 @@ class RedisServer {
     }
     auto* r = static_cast<redisReply*>(
         redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    std::string out = "(no reply)";
-    if (r != nullptr) {
-      if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
-          r->type == REDIS_REPLY_ERROR) {
-        out.assign(r->str, r->len);
-      } else if (r->type == REDIS_REPLY_INTEGER) {
-        out = "(integer) " + std::to_string(r->integer);
-      } else if (r->type == REDIS_REPLY_ARRAY) {
-        out = "(array " + std::to_string(r->elements) + ")";
-      } else {
-        out = "(nil)";
-      }
-      freeReplyObject(r);
-    }
+    std::string out = r != nullptr ? read(r) : "(no reply)";
+    if (r != nullptr) freeReplyObject(r);
     redisFree(c);
     return out;
   }
 
- private:
   std::vector<std::string> extra_;
   std::string binary_;
   std::string dir_;

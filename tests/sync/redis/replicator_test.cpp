@@ -30,8 +30,6 @@ TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis
          {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
   a.start();
   b.start();
-  REQUIRE(a.replicator.wait_until_caught_up(5s));
-  REQUIRE(b.replicator.wait_until_caught_up(5s));
 
   std::vector<std::pair<std::string, std::string>> sent;  // text, worker
   for (std::uint64_t i = 0; i < 8; ++i) {
@@ -104,7 +102,6 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
     // ... and after it, from a's next run under the same name.
     Node a2(fast_options("a", redis.url()));
     a2.start();
-    REQUIRE(a2.replicator.wait_until_caught_up(5s));
     for (std::uint64_t i = 10; i < 14; ++i) after.emplace_back(text_of(i), a2.route(text_of(i)));
     REQUIRE(eventually(
         [&] { return a2.stats().batches_sent >= 1 && a2.stats().pending_batches == 0; }));
@@ -113,7 +110,6 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
   Node c(fast_options("c", redis.url()),
          {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
   c.start();
-  REQUIRE(c.replicator.wait_until_caught_up(5s));
   const auto st = c.stats();
   CHECK(st.snapshots_restored == 1);
   CHECK(st.snapshot_restored_age_ms >= 0);
@@ -129,7 +125,6 @@ TEST_CASE("redis replicas: entries that are not batches are counted and skipped"
   Node b(fast_options("b", redis.url()));
   a.start();
   b.start();
-  REQUIRE(b.replicator.wait_until_caught_up(5s));
 
   CHECK(redis.command({"XADD", "kvroute:stream:", "*", "b", "not a batch"}).find('-') !=
         std::string::npos);

@@ -150,6 +150,8 @@ inline absl::Status Engine::check_trims() {
     if (absl::IsUnavailable(r.status())) return r.status();
     if (!r.ok()) continue;  // no such key yet
     const TrimMarks marks = parse_trim_marks(r->get());
+    // The fleet's history before this replica started is not promised.
+    if (f.fleet && f.last == StreamId{}) continue;
     if (!missed_after(marks, f.last)) continue;
     if (absl::Status s = catch_up(f, marks); !s.ok()) return s;
   }
@@ -157,7 +159,8 @@ inline absl::Status Engine::check_trims() {
 }
 
 // After missing entries: the model's snapshot when it is newer than what
-// was read, then on from there. What no snapshot covers is lost (a gap).
+// was read, then on from there. Without one, reading goes on from the
+// first entry left, and what was trimmed may be lost (a gap).
 inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
   if (!f.fleet) {
     absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(f.model);
@@ -181,7 +184,7 @@ inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
   bump(c_.gaps);
   c_.set_error(absl::StrCat("stream ", f.key, " was trimmed past ", f.last.to_string(),
                             " before it was read"));
-  if (marks.max_deleted) f.last = std::max(f.last, *marks.max_deleted);
+  if (marks.first_entry) f.last = std::max(f.last, before(*marks.first_entry));
   return absl::OkStatus();
 }
 
