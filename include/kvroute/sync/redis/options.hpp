@@ -198,11 +198,12 @@ struct RedisReplicatorOptions {
   // How often a snapshot of each model is written (0: never).
   std::chrono::milliseconds snapshot_interval{30000};
 
-  // The longest one read waits for new entries: stop() and the periodic
-  // work above never wait longer than this for the reader.
+  // How long Redis holds a read open when there is nothing new (XREAD
+  // BLOCK; Redis ends it on its own timer, 100 ms at its default hz). A
+  // model followed meanwhile is read from the next read on. Flushes do not
+  // wait for it: reads have a connection of their own.
   std::chrono::milliseconds read_block{100};
-  // Entries read per stream per read; at most stream_max_len (see
-  // replicator.hpp: how trimming is noticed).
+  // Entries read per stream per read.
   std::size_t read_count = 1000;
   // Each model's stream keeps about this many entries (XADD MAXLEN ~).
   std::size_t stream_max_len = 10000;
@@ -210,7 +211,8 @@ struct RedisReplicatorOptions {
   std::size_t fleet_max_len = 2000;
 
   std::chrono::milliseconds connect_timeout{1000};
-  // A reply slower than this drops the connection; more than read_block.
+  // A reply slower than this (a read's: than read_block plus this) drops
+  // the connection and reconnects.
   std::chrono::milliseconds command_timeout{2000};
   // Reconnection: the wait doubles from backoff_min to backoff_max after
   // each failed attempt, each wait drawn between half and all of it.

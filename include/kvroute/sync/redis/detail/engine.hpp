@@ -20,7 +20,9 @@
 #ifndef KVROUTE_SYNC_REDIS_DETAIL_ENGINE_HPP_
 #define KVROUTE_SYNC_REDIS_DETAIL_ENGINE_HPP_
 
+#include <poll.h>
 #include <algorithm>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -102,7 +104,8 @@ class Engine {
     // A command waiting on a hung server returns as soon as its socket is
     // shut down; a connection opened after one interrupt needs another.
     while (!finished_.load()) {
-      conn_.interrupt();
+      writer_.interrupt();
+      reader_.interrupt();
       std::unique_lock<std::mutex> lock(wait_mu_);
       wait_cv_.wait_for(lock, std::chrono::milliseconds(5), [this] { return finished_.load(); });
     }
@@ -129,7 +132,9 @@ class Engine {
   absl::Status check_trims();
   absl::Status catch_up(Followed& s, const TrimMarks& marks);
   absl::Status write_snapshots();
-  absl::Status read(std::chrono::milliseconds block);
+  absl::Status read_turn();
+  absl::Status send_read();
+  void take_read(const redisReply* reply);
   bool handle(const Entry& e, const Followed& f);
   absl::StatusOr<std::optional<SnapshotRecord>> fetch_snapshot(const std::string& model);
   absl::Status xadd(const std::string& key, std::size_t max_len, std::string_view bytes);
@@ -150,7 +155,13 @@ class Engine {
   const RedisReplicatorHooks h_;
   const RedisAddress address_;
   const Keys keys_;
-  Connection conn_;
+  // Two connections, so that a read waiting on the server (XREAD BLOCK,
+  // sent on reader_) never holds up a flush (on writer_): the thread polls
+  // reader_ until the next flush is due.
+  Connection writer_;
+  Connection reader_;
+  bool read_pending_ = false;  // an XREAD was sent on reader_, its reply not taken
+  SteadyClock::time_point read_sent_{};
   Counters c_;
   SharedLoad shared_;
   Backoff backoff_;
@@ -216,7 +227,7 @@ inline RedisReplicatorStats Engine::stats() const {
 inline void Engine::run() {
   block_sigpipe();
   while (!stopping_.load()) {
-    if (!conn_.is_open()) {
+    if (!writer_.is_open() || !reader_.is_open()) {
       c_.connected.store(false);
       if (!connect()) {
         wait(backoff_.next());
@@ -235,27 +246,36 @@ inline void Engine::run() {
     }
     bump(c_.command_errors);
     c_.set_error(s.message());
-    if (!conn_.is_open()) c_.connected.store(false);
+    if (!writer_.is_open() || !reader_.is_open()) c_.connected.store(false);
     if (!stopping_.load()) wait(backoff_.next());
   }
-  conn_.close();
+  writer_.close();
+  reader_.close();
   c_.connected.store(false);
 }
 
 inline bool Engine::connect() {
-  if (absl::Status s = conn_.open(address_, o_.connect_timeout, o_.command_timeout); !s.ok()) {
+  writer_.close();
+  reader_.close();
+  read_pending_ = false;
+  absl::Status s = writer_.open(address_, o_.connect_timeout, o_.command_timeout);
+  if (s.ok()) s = reader_.open(address_, o_.connect_timeout, o_.command_timeout);
+  if (!s.ok()) {
+    writer_.close();
     bump(c_.connect_failures);
     c_.set_error(s.message());
     return false;
   }
   if (stopping_.load()) {
-    conn_.close();
+    writer_.close();
+    reader_.close();
     return false;
   }
-  if (absl::Status s = on_connected(); !s.ok()) {
+  if (s = on_connected(); !s.ok()) {
     bump(c_.command_errors);
     c_.set_error(s.message());
-    conn_.close();
+    writer_.close();
+    reader_.close();
     return false;
   }
   if (ever_connected_) bump(c_.reconnects);
@@ -267,7 +287,7 @@ inline bool Engine::connect() {
 // Redis's clock (own entries, ages of load reports), the models and their
 // snapshots, and whether anything was trimmed while away.
 inline absl::Status Engine::on_connected() {
-  absl::StatusOr<Reply> t = conn_.command({"TIME"});
+  absl::StatusOr<Reply> t = writer_.command({"TIME"});
   if (!t.ok()) return t.status();
   std::int64_t sec = 0, usec = 0;
   const redisReply* r = t->get();
@@ -294,7 +314,7 @@ inline absl::Status Engine::on_connected() {
 }
 
 inline absl::Status Engine::step() {
-  SteadyClock::time_point now = SteadyClock::now();
+  const SteadyClock::time_point now = SteadyClock::now();
   if (now >= next_flush_) {
     if (absl::Status s = flush(); !s.ok()) return s;
     next_flush_ = now + o_.flush_interval;
@@ -310,9 +330,7 @@ inline absl::Status Engine::step() {
     if (absl::Status s = write_snapshots(); !s.ok()) return s;
     next_snapshot_ = now + o_.snapshot_interval;
   }
-  now = SteadyClock::now();
-  const auto until_flush = std::chrono::duration_cast<std::chrono::milliseconds>(next_flush_ - now);
-  return read(std::clamp(until_flush, std::chrono::milliseconds(1), o_.read_block));
+  return read_turn();
 }
 
 // Waits `d`, or less when stopping; other replicas' load still expires
@@ -341,7 +359,7 @@ inline void Engine::mark_caught_up() {
 inline absl::Status Engine::xadd(const std::string& key, std::size_t max_len,
                                  std::string_view bytes) {
   const std::string n = absl::StrCat(max_len);
-  return conn_.command({"XADD", key, "MAXLEN", "~", n, "*", kBatchField, bytes}).status();
+  return writer_.command({"XADD", key, "MAXLEN", "~", n, "*", kBatchField, bytes}).status();
 }
 
 }  // namespace redis_detail

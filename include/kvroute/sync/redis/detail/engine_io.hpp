@@ -10,6 +10,10 @@
 #ifndef KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_
 #define KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_
 
+#include <poll.h>
+
+#include <cerrno>
+
 #include "kvroute/sync/redis/detail/engine.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -29,7 +33,7 @@ inline absl::Status Engine::flush() {
     c_.pending_batches.store(pending_.size());
     const Outgoing& e = pending_.front();
     if (!e.fleet && !announced_.contains(e.model)) {
-      absl::Status s = soft(conn_.command({"SADD", keys_.models(), e.model}).status());
+      absl::Status s = soft(writer_.command({"SADD", keys_.models(), e.model}).status());
       if (!s.ok()) return s;
       announced_.insert(e.model);
       if (!followed(e.model)) {
@@ -85,7 +89,7 @@ inline absl::Status Engine::refresh_models() {
       for (const Worker& w : snap->workers()) models.insert(w.model);
     }
   }
-  absl::StatusOr<Reply> r = conn_.command({"SMEMBERS", keys_.models()});
+  absl::StatusOr<Reply> r = writer_.command({"SMEMBERS", keys_.models()});
   if (absl::Status s = soft(r.status()); !s.ok()) return s;
   if (r.ok() && is_array(r->get())) {
     const redisReply* set = r->get();
@@ -107,7 +111,7 @@ inline absl::Status Engine::refresh_models() {
 inline absl::StatusOr<std::optional<SnapshotRecord>> Engine::fetch_snapshot(
     const std::string& model) {
   if (!h_.restore) return std::optional<SnapshotRecord>();
-  absl::StatusOr<Reply> r = conn_.command({"HGETALL", keys_.snapshot(model)});
+  absl::StatusOr<Reply> r = writer_.command({"HGETALL", keys_.snapshot(model)});
   if (absl::Status s = soft(r.status()); !s.ok()) return s;
   if (!r.ok() || !is_array(r->get(), 1)) return std::optional<SnapshotRecord>();
   std::optional<SnapshotRecord> snap = parse_snapshot(r->get());
@@ -146,7 +150,7 @@ inline absl::Status Engine::follow(const std::string& model) {
 // Whether Redis trimmed entries of a stream before they were read.
 inline absl::Status Engine::check_trims() {
   for (Followed& f : streams_) {
-    absl::StatusOr<Reply> r = conn_.command({"XINFO", "STREAM", f.key});
+    absl::StatusOr<Reply> r = writer_.command({"XINFO", "STREAM", f.key});
     if (absl::IsUnavailable(r.status())) return r.status();
     if (!r.ok()) continue;  // no such key yet
     const TrimMarks marks = parse_trim_marks(r->get());
@@ -202,7 +206,7 @@ inline absl::Status Engine::write_snapshots() {
     const std::string fleet = streams_[0].last.to_string();
     const std::string now = absl::StrCat(unix_ms());
     const absl::Status s =
-        soft(conn_
+        soft(writer_
                  .command({"HSET", keys_.snapshot(f.model), "id", id, "fleet", fleet, "source",
                            o_.replica, "time", now, "data", *bytes})
                  .status());
@@ -214,34 +218,67 @@ inline absl::Status Engine::write_snapshots() {
   return absl::OkStatus();
 }
 
-// One XREAD over every stream followed, from the last id read in each.
-inline absl::Status Engine::read(std::chrono::milliseconds block) {
+// One XREAD over every stream followed, from the last id read in each,
+// sent now and taken when its reply comes (read_turn).
+inline absl::Status Engine::send_read() {
   const std::string count = absl::StrCat(o_.read_count);
-  const std::string ms = absl::StrCat(block.count());
+  const std::string ms = absl::StrCat(o_.read_block.count());
   std::vector<std::string> ids;
   ids.reserve(streams_.size());
   for (const Followed& f : streams_) ids.push_back(f.last.to_string());
   std::vector<std::string_view> args = {"XREAD", "COUNT", count, "BLOCK", ms, "STREAMS"};
   for (const Followed& f : streams_) args.push_back(f.key);
   for (const std::string& id : ids) args.push_back(id);
-  absl::StatusOr<Reply> r = conn_.command(std::span<const std::string_view>(args));
+  if (absl::Status s = reader_.send(args); !s.ok()) return s;
+  read_pending_ = true;
+  read_sent_ = SteadyClock::now();
+  return absl::OkStatus();
+}
+
+// Waits for the read's reply until the next periodic work is due (a flush
+// at the latest), and applies it when it came. A reply later than
+// read_block plus command_timeout means the server hangs: Unavailable.
+inline absl::Status Engine::read_turn() {
+  if (!read_pending_) {
+    if (absl::Status s = send_read(); !s.ok()) return s;
+  }
+  SteadyClock::time_point due = std::min(next_flush_, next_load_);
+  if (o_.snapshot_interval.count() > 0) due = std::min(due, next_snapshot_);
+  const SteadyClock::time_point now = SteadyClock::now();
+  const auto wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(due - now),
+                               std::chrono::milliseconds(0), o_.flush_interval);
+  pollfd p{reader_.fd(), POLLIN, 0};
+  const int n = ::poll(&p, 1, static_cast<int>(wait.count()));
+  if (n == 0 || (n < 0 && errno == EINTR)) {
+    if (SteadyClock::now() - read_sent_ <= o_.read_block + o_.command_timeout) {
+      return absl::OkStatus();
+    }
+    reader_.close();
+    return absl::UnavailableError("XREAD: no reply within read_block + command_timeout");
+  }
+  read_pending_ = false;
+  absl::StatusOr<Reply> r = reader_.receive("XREAD");
   if (!r.ok()) return r.status();
+  take_read(r->get());
+  return absl::OkStatus();
+}
+
+inline void Engine::take_read(const redisReply* reply) {
   bool full = false;
   bool loads = false;
-  for (const StreamEntries& se : parse_xread(r->get())) {
+  for (const StreamEntries& se : parse_xread(reply)) {
     const auto it = by_key_.find(av(se.key));
     if (it == by_key_.end()) continue;
     Followed& f = streams_[it->second];
     full = full || se.entries.size() >= o_.read_count;
     for (const Entry& e : se.entries) {
-      if (e.id <= f.last) continue;
+      if (e.id <= f.last) continue;  // a snapshot restored meanwhile covers it
       loads = handle(e, f) || loads;
       f.last = e.id;
     }
   }
   if (loads) apply_loads();
   if (!full) mark_caught_up();
-  return absl::OkStatus();
 }
 
 // Applies one entry; whether it carried another replica's load.
