@@ -140,3 +140,27 @@ TEST_CASE("redis replicas: entries that are not batches are counted and skipped"
   REQUIRE(eventually([&] { return a.stats().decode_errors == 3; }));
   CHECK_THAT(b.stats().last_error, Catch::Contains("kvroute:"));
 }
+
+TEST_CASE("redis replicas: a snapshot that does not restore is counted, the stream still read",
+          "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  Node a(fast_options("a", redis.url()));
+  a.start();
+  const std::string t = text_of(3);
+  const std::string url = a.route(t);
+  REQUIRE(eventually([&] { return a.stats().batches_sent >= 1; }));
+  // A snapshot whose bytes the hook refuses, and one without its fields.
+  CHECK(redis.command({"HSET", "kvroute:snapshot:", "id", "1-0", "data", "not a snapshot"}) ==
+        "(integer) 2");
+  CHECK(redis.command({"HSET", "kvroute:snapshot:m2", "nothing", "here"}) == "(integer) 1");
+  CHECK(redis.command({"SADD", "kvroute:models", "m2"}) == "(integer) 1");
+
+  Node b(fast_options("b", redis.url()));
+  b.start();
+  const auto st = b.stats();
+  CHECK(st.snapshots_restored == 0);
+  CHECK(st.snapshot_errors == 2);
+  CHECK(st.models == 2);
+  CHECK(b.hits(t, url));  // from the stream
+}
