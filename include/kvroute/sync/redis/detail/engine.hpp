@@ -70,6 +70,7 @@ struct Followed {
   std::string key{};
   StreamId last{};                        // the last entry read (0-0: none)
   std::optional<StreamId> snapshot_at{};  // `last` when this replica last wrote or restored one
+  bool check_trim = true;                 // it may have been trimmed past `last`: look
 };
 
 class Engine {
@@ -299,6 +300,7 @@ inline absl::Status Engine::on_connected() {
   offset_ms_ = redis_ms - unix_ms();
   if (start_ms_ == 0) start_ms_ = redis_ms;
   announced_.clear();
+  for (Followed& f : streams_) f.check_trim = true;  // while away, anything may have gone
   if (absl::Status s = refresh_models(); !s.ok()) return s;
   if (!fleet_placed_) {
     // Worker removals after the oldest snapshot restored still count.
@@ -323,7 +325,6 @@ inline absl::Status Engine::step() {
     if (absl::Status s = refresh_models(); !s.ok()) return s;
     if (absl::Status s = publish_loads(); !s.ok()) return s;
     apply_loads();
-    if (absl::Status s = check_trims(); !s.ok()) return s;
     next_load_ = now + o_.load_interval;
   }
   if (o_.snapshot_interval.count() > 0 && now >= next_snapshot_) {

@@ -147,9 +147,17 @@ inline absl::Status Engine::follow(const std::string& model) {
   return absl::OkStatus();
 }
 
-// Whether Redis trimmed entries of a stream before they were read.
+// Whether Redis trimmed entries of a stream before they were read, for the
+// streams where that may have happened (Followed::check_trim): after a
+// reconnection, a stall, or a read that found the stream far ahead; each
+// time before the next read. (A burst of more than stream_max_len entries
+// between two reads of a reader that keeps up goes unnoticed.)
+// XINFO STREAM carries the first and last entries, so it is not asked on
+// every turn.
 inline absl::Status Engine::check_trims() {
   for (Followed& f : streams_) {
+    if (!f.check_trim) continue;
+    f.check_trim = false;
     absl::StatusOr<Reply> r = writer_.command({"XINFO", "STREAM", f.key});
     if (absl::IsUnavailable(r.status())) return r.status();
     if (!r.ok()) continue;  // no such key yet
@@ -240,6 +248,13 @@ inline absl::Status Engine::send_read() {
 // read_block plus command_timeout means the server hangs: Unavailable.
 inline absl::Status Engine::read_turn() {
   if (!read_pending_) {
+    // A reader that stalled (slow hooks, a busy host) may have been passed
+    // by trimming anywhere; look before reading on.
+    if (read_sent_ != SteadyClock::time_point{} &&
+        SteadyClock::now() - read_sent_ > o_.load_interval + 2 * o_.read_block) {
+      for (Followed& f : streams_) f.check_trim = true;
+    }
+    if (absl::Status s = check_trims(); !s.ok()) return s;
     if (absl::Status s = send_read(); !s.ok()) return s;
   }
   SteadyClock::time_point due = std::min(next_flush_, next_load_);
@@ -271,6 +286,10 @@ inline void Engine::take_read(const redisReply* reply) {
     if (it == by_key_.end()) continue;
     Followed& f = streams_[it->second];
     full = full || se.entries.size() >= o_.read_count;
+    // Many entries at once: the stream ran ahead of this reader, perhaps
+    // far enough to be trimmed past it.
+    const std::size_t kept = f.fleet ? o_.fleet_max_len : o_.stream_max_len;
+    if (se.entries.size() * 2 >= std::min(o_.read_count, kept)) f.check_trim = true;
     for (const Entry& e : se.entries) {
       if (e.id <= f.last) continue;  // a snapshot restored meanwhile covers it
       loads = handle(e, f) || loads;
