@@ -122,6 +122,7 @@ class Engine {
 
  private:
   void run();
+  bool turn();
   bool connect();
   absl::Status on_connected();
   absl::Status step();
@@ -175,8 +176,8 @@ class Engine {
   bool ever_connected_ = false;
   bool fleet_placed_ = false;                 // the fleet stream's first id is chosen
   std::optional<StreamId> restored_fleet_{};  // the least fleet id of the snapshots restored
-  std::int64_t start_ms_ =
-      0;  // Redis's clock at the first connection: own entries after it are skipped
+  // Redis's clock at the first connection: own entries after it are skipped.
+  std::int64_t start_ms_ = 0;
   std::int64_t offset_ms_ = 0;  // Redis's clock less this host's
   SteadyClock::time_point next_flush_{}, next_load_{}, next_snapshot_{};
 
@@ -228,31 +229,39 @@ inline RedisReplicatorStats Engine::stats() const {
 inline void Engine::run() {
   block_sigpipe();
   while (!stopping_.load()) {
-    if (!writer_.is_open() || !reader_.is_open()) {
-      c_.connected.store(false);
-      if (!connect()) {
-        wait(backoff_.next());
-        continue;
-      }
-    }
-    absl::Status s;
+    bool ok = false;
     try {
-      s = step();
+      ok = turn();
     } catch (const std::exception& e) {  // a hook that threw, or out of memory
-      s = absl::InternalError(absl::StrCat("redis replicator: ", e.what()));
+      bump(c_.command_errors);
+      c_.set_error(absl::StrCat("redis replicator: ", e.what()));
+      writer_.close();  // start again from a fresh connection
+      reader_.close();
     }
-    if (s.ok()) {
+    if (ok) {
       backoff_.reset();
       continue;
     }
-    bump(c_.command_errors);
-    c_.set_error(s.message());
     if (!writer_.is_open() || !reader_.is_open()) c_.connected.store(false);
     if (!stopping_.load()) wait(backoff_.next());
   }
   writer_.close();
   reader_.close();
   c_.connected.store(false);
+}
+
+// Connects when not connected, then one step. False when either failed
+// (counted).
+inline bool Engine::turn() {
+  if (!writer_.is_open() || !reader_.is_open()) {
+    c_.connected.store(false);
+    if (!connect()) return false;
+  }
+  const absl::Status s = step();
+  if (s.ok()) return true;
+  bump(c_.command_errors);
+  c_.set_error(s.message());
+  return false;
 }
 
 inline bool Engine::connect() {
