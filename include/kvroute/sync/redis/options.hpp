@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "kvroute/config.hpp"
@@ -63,7 +64,7 @@ struct RedisAddress {
   std::string to_string() const {
     const std::string db_part = db == 0 ? "" : absl::StrCat(kind == Kind::kUnix ? "?db=" : "/", db);
     if (kind == Kind::kUnix) return absl::StrCat("unix://", path, db_part);
-    const bool v6 = host.find(':') != std::string::npos;
+    const bool v6 = absl::StrContains(host, ':');
     return absl::StrCat("redis://", password.empty() ? "" : "***@", v6 ? "[" : "", host,
                         v6 ? "]" : "", ":", port, db_part);
   }
@@ -125,10 +126,11 @@ inline absl::Status parse_host_port(std::string_view url, std::string_view hp, R
     a.host.assign(hp);
   }
   if (a.host.empty()) return bad_url(url, "has no host");
-  if (hp.front() != '[' && a.host.find(':') != std::string::npos) {
+  if (hp.front() != '[' && absl::StrContains(a.host, ':')) {
     return bad_url(url, "has an IPv6 host outside brackets (redis://[::1]:6379)");
   }
-  if (hp.find(':') != std::string_view::npos && !parse_int(port, 1, 65535, a.port)) {
+  if (absl::StrContains(absl::string_view(hp.data(), hp.size()), ':') &&
+      !parse_int(port, 1, 65535, a.port)) {
     return bad_url(url, absl::StrCat("has a bad port '",
                                      absl::CHexEscape(absl::string_view(port.data(), port.size())),
                                      "' (1 to 65535)"));

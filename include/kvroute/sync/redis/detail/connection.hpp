@@ -26,12 +26,12 @@
 #define KVROUTE_SYNC_REDIS_DETAIL_CONNECTION_HPP_
 
 #include <hiredis/hiredis.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <mutex>
 #include <span>

@@ -75,14 +75,14 @@ struct Followed {
 
 class Engine {
  public:
-  Engine(const RedisReplicatorOptions& o, const RedisReplicatorHooks& h, RedisAddress address)
-      : o_(o),
-        h_(h),
+  Engine(RedisReplicatorOptions o, RedisReplicatorHooks h, RedisAddress address)
+      : o_(std::move(o)),
+        h_(std::move(h)),
         address_(std::move(address)),
-        keys_{o.key_prefix},
-        shared_(SharedLoad::Options{.ttl = o.load_ttl}),
-        backoff_(o.backoff_min, o.backoff_max,
-                 std::random_device{}() ^ std::hash<std::string>{}(o.replica)) {
+        keys_{o_.key_prefix},
+        shared_(SharedLoad::Options{.ttl = o_.load_ttl}),
+        backoff_(o_.backoff_min, o_.backoff_max,
+                 std::random_device{}() ^ std::hash<std::string>{}(o_.replica)) {
     streams_.push_back({.fleet = true, .key = keys_.fleet()});
     by_key_.emplace(streams_[0].key, 0);
   }

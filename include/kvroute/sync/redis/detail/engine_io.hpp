@@ -40,8 +40,8 @@ inline absl::Status Engine::flush() {
         if (s = follow(e.model); !s.ok()) return s;
       }
     }
-    const absl::Status s = xadd(e.fleet ? keys_.fleet() : keys_.stream(e.model),
-                                e.fleet ? o_.fleet_max_len : o_.stream_max_len, e.bytes);
+    absl::Status s = xadd(e.fleet ? keys_.fleet() : keys_.stream(e.model),
+                          e.fleet ? o_.fleet_max_len : o_.stream_max_len, e.bytes);
     if (absl::IsUnavailable(s)) return s;
     if (s.ok()) {
       bump(c_.batches_sent);
@@ -65,7 +65,7 @@ inline absl::Status Engine::publish_loads() {
                 .sent_ns = unix_ns(),
                 .loads = local_loads(*snap, *h_.load)};
   const std::string bytes = encode(b);
-  const absl::Status s = soft(xadd(keys_.fleet(), o_.fleet_max_len, bytes));
+  absl::Status s = soft(xadd(keys_.fleet(), o_.fleet_max_len, bytes));
   if (!s.ok()) return s;
   bump(c_.load_reports_sent);
   bump(c_.bytes_sent, bytes.size());
@@ -213,11 +213,10 @@ inline absl::Status Engine::write_snapshots() {
     const std::string id = f.last.to_string();
     const std::string fleet = streams_[0].last.to_string();
     const std::string now = absl::StrCat(unix_ms());
-    const absl::Status s =
-        soft(writer_
-                 .command({"HSET", keys_.snapshot(f.model), "id", id, "fleet", fleet, "source",
-                           o_.replica, "time", now, "data", *bytes})
-                 .status());
+    absl::Status s = soft(writer_
+                              .command({"HSET", keys_.snapshot(f.model), "id", id, "fleet", fleet,
+                                        "source", o_.replica, "time", now, "data", *bytes})
+                              .status());
     if (!s.ok()) return s;
     f.snapshot_at = f.last;
     bump(c_.snapshots_written);

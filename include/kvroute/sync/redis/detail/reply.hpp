@@ -47,7 +47,8 @@ struct StreamId {
   std::uint64_t ms = 0;
   std::uint64_t seq = 0;
 
-  friend auto operator<=>(const StreamId&, const StreamId&) = default;
+  friend auto operator<=>(const StreamId&,
+                          const StreamId&) = default;  // NOLINT(modernize-use-nullptr)
   std::string to_string() const { return absl::StrCat(ms, "-", seq); }
 
   static std::optional<StreamId> parse(std::string_view s) {
