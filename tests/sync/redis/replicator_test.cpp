@@ -164,3 +164,25 @@ TEST_CASE("redis replicas: a snapshot that does not restore is counted, the stre
   CHECK(st.models == 2);
   CHECK(b.hits(t, url));  // from the stream
 }
+
+TEST_CASE("redis replicas: a worker removed on one is forgotten on the other (fleet stream)",
+          "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  Node a(fast_options("a", redis.url()));
+  Node b(fast_options("b", redis.url()));
+  a.start();
+  b.start();
+  const std::string t = text_of(5);
+  const std::string url = a.route(t);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  REQUIRE(b.hits(t, url));
+  const std::uint64_t applied = b.stats().changes_applied;
+
+  const kvroute::WorkerId id = a.router.workers().snapshot()->find_url(url)->id;
+  REQUIRE(a.router.remove_worker(id).ok());
+  // b still routes to that worker, but no longer credits it with the text.
+  REQUIRE(eventually([&] { return b.stats().changes_applied > applied; }));
+  CHECK_FALSE(b.hits(t, url));
+  CHECK(redis.command({"XLEN", "kvroute:fleet"}) != "(integer) 0");
+}
