@@ -33,22 +33,19 @@ Sent route_all(Node& n, std::uint64_t from, std::uint64_t to) {
 }  // namespace
 
 TEST_CASE("redis down: routing goes on, and what was emitted arrives after", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
   const Sent up = route_all(a, 0, 3);
   REQUIRE(eventually([&] { return b.stats().changes_applied >= up.size(); }));
 
-  redis.kill();
+  r.redis.kill();
   REQUIRE(eventually([&] { return !a.stats().connected && !b.stats().connected; }));
   const Sent down = route_all(a, 10, 20);  // never waits for Redis
   CHECK(a.stats().connect_failures + a.stats().command_errors >= 1);
   CHECK_FALSE(a.stats().last_error.empty());
 
-  redis.start();  // the same socket, empty
+  r.redis.start();  // the same socket, empty
   REQUIRE(eventually([&] { return a.stats().reconnects >= 1 && b.stats().reconnects >= 1; }));
   REQUIRE(eventually([&] { return b.stats().changes_applied >= up.size() + down.size(); }));
   for (const auto& [text, url] : down) CHECK(b.hits(text, url));
@@ -57,21 +54,18 @@ TEST_CASE("redis down: routing goes on, and what was emitted arrives after", "[r
 }
 
 TEST_CASE("redis down: what the Outbox had no room for is counted as dropped", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
+  kvroute_test::TwoReplicas r;
   // Room for a few placements of a 1500-byte text (about 170 bytes each).
-  Node a(fast_options("a", redis.url()), kvroute_test::kWorkerUrls, {.max_bytes = 1000});
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
+  if (!r.start(kvroute_test::kWorkerUrls, {.max_bytes = 1000})) return;
+  Node &a = *r.a, &b = *r.b;
 
-  redis.kill();
+  r.redis.kill();
   REQUIRE(eventually([&] { return !a.stats().connected; }));
   const Sent down = route_all(a, 0, 20);
   CHECK(a.stats().outbox_dropped >= 10);
   CHECK(a.stats().outbox_dropped == a.outbox.dropped());
 
-  redis.start();
+  r.redis.start();
   const std::uint64_t kept = down.size() - a.stats().outbox_dropped;
   REQUIRE(eventually([&] { return b.stats().changes_applied >= kept; }));
   // What was kept arrived, the first changes emitted; the rest did not.

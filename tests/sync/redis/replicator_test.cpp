@@ -23,13 +23,9 @@ using namespace std::chrono_literals;
 }  // namespace
 
 TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()),
-         {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
-  a.start();
-  b.start();
+  kvroute_test::TwoReplicas r;
+  if (!r.start({kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()})) return;
+  Node &a = *r.a, &b = *r.b;
 
   std::vector<std::pair<std::string, std::string>> sent;  // text, worker
   for (std::uint64_t i = 0; i < 8; ++i) {
@@ -53,16 +49,13 @@ TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis
   CHECK(sa.decode_errors == 0);
   CHECK(sa.models >= 1);
   CHECK(b.stats().lag_ms >= 0);
-  CHECK(redis.command({"SISMEMBER", "kvroute:models", ""}) == "(integer) 1");
+  CHECK(r.redis.command({"SISMEMBER", "kvroute:models", ""}) == "(integer) 1");
 }
 
 TEST_CASE("redis replicas: loads travel, and a silent replica's expire", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
 
   kvroute::Selection s = a.router.select({.text = text_of(1)});
   REQUIRE(s);
@@ -119,18 +112,15 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
 }
 
 TEST_CASE("redis replicas: entries that are not batches are counted and skipped", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
 
-  CHECK(redis.command({"XADD", "kvroute:stream:", "*", "b", "not a batch"}).find('-') !=
+  CHECK(r.redis.command({"XADD", "kvroute:stream:", "*", "b", "not a batch"}).find('-') !=
         std::string::npos);
-  CHECK(redis.command({"XADD", "kvroute:stream:", "*", "other", "field"}).find('-') !=
+  CHECK(r.redis.command({"XADD", "kvroute:stream:", "*", "other", "field"}).find('-') !=
         std::string::npos);
-  CHECK(redis.command({"XADD", "kvroute:fleet", "*", "b", "KVRS\x01garbage"}).find('-') !=
+  CHECK(r.redis.command({"XADD", "kvroute:fleet", "*", "b", "KVRS\x01garbage"}).find('-') !=
         std::string::npos);
   const std::string t = text_of(7);
   const std::string url = a.route(t);
@@ -167,12 +157,9 @@ TEST_CASE("redis replicas: a snapshot that does not restore is counted, the stre
 
 TEST_CASE("redis replicas: a worker removed on one is forgotten on the other (fleet stream)",
           "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
   const std::string t = text_of(5);
   const std::string url = a.route(t);
   REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
@@ -184,5 +171,5 @@ TEST_CASE("redis replicas: a worker removed on one is forgotten on the other (fl
   // b still routes to that worker, but no longer credits it with the text.
   REQUIRE(eventually([&] { return b.stats().changes_applied > applied; }));
   CHECK_FALSE(b.hits(t, url));
-  CHECK(redis.command({"XLEN", "kvroute:fleet"}) != "(integer) 0");
+  CHECK(r.redis.command({"XLEN", "kvroute:fleet"}) != "(integer) 0");
 }
