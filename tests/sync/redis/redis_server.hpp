@@ -53,8 +53,10 @@ inline bool eventually(const std::function<bool()>& done,
 
 class RedisServer {
  public:
-  // `extra`: more redis-server arguments ("--stream-node-max-entries", "4").
-  explicit RedisServer(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+  // `extra`: more redis-server arguments ("--stream-node-max-entries", "4");
+  // `password`: what command() authenticates with (for "--requirepass").
+  explicit RedisServer(std::vector<std::string> extra = {}, std::string password = {})
+      : extra_(std::move(extra)), password_(std::move(password)) {
     binary_ = find_redis_server();
     if (binary_.empty()) return;
     std::string tmpl = (std::filesystem::temp_directory_path() / "kvroute-redis-XXXXXX").string();
@@ -103,18 +105,8 @@ class RedisServer {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    // Up when it answers PING on its socket.
-    REQUIRE(eventually([this] {
-      redisContext* c = redisConnectUnix(socket_.c_str());
-      bool up = false;
-      if (c != nullptr && c->err == 0) {
-        auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-        up = r != nullptr && r->type == REDIS_REPLY_STATUS;
-        if (r != nullptr) freeReplyObject(r);
-      }
-      if (c != nullptr) redisFree(c);
-      return up;
-    }));
+    // Up when it answers PING on its socket (NOAUTH is an answer).
+    REQUIRE(eventually([this] { return command({"PING"}) != "(no reply)"; }));
   }
 
   // SIGKILL: as abrupt as a crash; the data goes (persistence is off).
@@ -159,6 +151,10 @@ class RedisServer {
       if (c != nullptr) redisFree(c);
       return "(no reply)";
     }
+    if (!password_.empty()) {
+      auto* auth = static_cast<redisReply*>(redisCommand(c, "AUTH %s", password_.c_str()));
+      if (auth != nullptr) freeReplyObject(auth);
+    }
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     for (std::string_view a : args) {
@@ -174,6 +170,7 @@ class RedisServer {
   }
 
   std::vector<std::string> extra_;
+  std::string password_;
   std::string binary_;
   std::string dir_;
   std::string socket_;

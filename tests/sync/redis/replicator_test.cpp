@@ -173,3 +173,26 @@ TEST_CASE("redis replicas: a worker removed on one is forgotten on the other (fl
   CHECK_FALSE(b.hits(t, url));
   CHECK(r.redis.command({"XLEN", "kvroute:fleet"}) != "(integer) 0");
 }
+
+TEST_CASE("redis replicas: the URL's database and password are used", "[redis]") {
+  RedisServer redis({"--requirepass", "s3cret"}, "s3cret");
+  KVROUTE_REQUIRE_REDIS(redis);
+  const std::string url = redis.url() + "?db=3&password=s3cret";
+  Node a(fast_options("a", url));
+  Node b(fast_options("b", url));
+  a.start();
+  b.start();
+  const std::string t = text_of(9);
+  const std::string to = a.route(t);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  CHECK(b.hits(t, to));
+  CHECK(redis.command({"EXISTS", "kvroute:stream:"}) == "(integer) 0");  // not in db 0
+
+  // A wrong password: named, retried, and routing does not care.
+  Node c(fast_options("c", redis.url() + "?password=wrong"));
+  REQUIRE(c.replicator.start().ok());
+  REQUIRE(eventually([&] { return c.stats().connect_failures >= 2; }));
+  CHECK_FALSE(c.stats().connected);
+  CHECK_THAT(c.stats().last_error, Catch::Contains("AUTH"));
+  c.route(t);
+}

@@ -12,10 +12,10 @@
 //
 //   redis://[[user]:password@]host[:port][/db]   TCP; port 6379, db 0 by default;
 //                                                 an IPv6 host in brackets
-//   unix:///path/to/socket[?db=N]                 a unix socket
-//   redis+unix:///path/to/socket[?db=N]           the same
+//   unix:///path/to/socket[?db=N][&user=U][&password=P]   a unix socket
+//   redis+unix:///path/to/socket[?...]                      the same
 //
-// The password is taken literally (no percent-decoding); rediss:// (TLS) is
+// Passwords are taken literally (no percent-decoding); rediss:// (TLS) is
 // refused, since Debian's hiredis is built without it.
 //
 // Thread safety: values and pure functions.
@@ -91,16 +91,44 @@ inline bool parse_int(std::string_view s, int lo, int hi, int& out) {
   return true;
 }
 
+// A unix URL's query: db=N, user=U, password=P, joined by '&'.
+inline absl::Status parse_unix_query(std::string_view url, std::string_view query,
+                                     RedisAddress& a) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    if (key == "db" && eq != std::string_view::npos) {
+      if (!parse_int(value, 0, 1 << 30, a.db)) {
+        return bad_url(url, "has a bad database number in ?db=");
+      }
+    } else if (key == "password" && eq != std::string_view::npos) {
+      a.password.assign(value);
+    } else if (key == "user" && eq != std::string_view::npos) {
+      a.user.assign(value);
+    } else {
+      return bad_url(url, absl::StrCat("has a bad query item '",
+                                       absl::CHexEscape(absl::string_view(item.data(), item.size())),
+                                       "' (db=N, user=U, password=P)"));
+    }
+  }
+  if (!a.user.empty() && a.password.empty()) {
+    return bad_url(url, "has a user without a password");
+  }
+  return absl::OkStatus();
+}
+
 inline absl::StatusOr<RedisAddress> parse_unix_url(std::string_view url, std::string_view rest) {
   RedisAddress a;
   a.kind = RedisAddress::Kind::kUnix;
   std::string_view path = rest;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
     path = rest.substr(0, q);
-    const std::string_view query = rest.substr(q + 1);
-    if (query.substr(0, 3) != "db=" || !parse_int(query.substr(3), 0, 1 << 30, a.db)) {
-      return bad_url(url, "has a bad query (only ?db=N, N a database number, is understood)");
-    }
+    if (absl::Status s = parse_unix_query(url, rest.substr(q + 1), a); !s.ok()) return s;
   }
   if (path.empty() || path.front() != '/') {
     return bad_url(url, "needs an absolute socket path (unix:///path/to/socket)");
