@@ -132,3 +132,27 @@ TEST_CASE("redis hung: stop() returns promptly during DEBUG SLEEP", "[redis]") {
   redis.kill();
   sleeper.join();
 }
+
+TEST_CASE("redis replaced: entries of a new server are read whatever their ids", "[redis]") {
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
+  a.route(text_of(76));  // b has read up to an id of the old server's clock
+  REQUIRE(eventually([&] { return b.stats().changes_applied == 1; }));
+  // A batch from elsewhere, to plant in the new server under a small id
+  // (its clock far behind the old one's).
+  Node x(fast_options("x", r.redis.url()));
+  const std::string t = text_of(77);
+  const std::string to = x.route(t);
+  kvroute::sync::Batch batch{.source = "x", .seq = 1};
+  x.outbox.drain(batch.changes);
+  REQUIRE(batch.changes.size() == 1);
+
+  r.redis.kill();
+  r.redis.start();
+  REQUIRE(eventually([&] { return b.stats().reconnects >= 1; }));
+  CHECK(r.redis.command({"XADD", "kvroute:stream:", "5-0", "b", kvroute::sync::encode(batch)}) ==
+        "5-0");
+  REQUIRE(eventually([&] { return b.stats().changes_applied == 2; }));
+  CHECK(b.hits(t, to));
+}

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "kvroute/sync/redis/detail/engine.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -160,8 +161,15 @@ inline absl::Status Engine::check_trims() {
     f.check_trim = false;
     absl::StatusOr<Reply> r = writer_.command({"XINFO", "STREAM", f.key});
     if (absl::IsUnavailable(r.status())) return r.status();
-    if (!r.ok()) continue;  // no such key yet
+    if (!r.ok()) {
+      // Gone (a Redis restarted empty, a failover to another): what comes
+      // next is new, whatever its ids (another server's clock may be
+      // behind this one's).
+      if (absl::StrContains(r.status().message(), "no such key")) f.last = StreamId{};
+      continue;
+    }
     const TrimMarks marks = parse_trim_marks(r->get());
+    if (marks.last_generated && *marks.last_generated < f.last) f.last = StreamId{};  // the same
     // The fleet's history before this replica started is not promised.
     if (f.fleet && f.last == StreamId{}) continue;
     if (!missed_after(marks, f.last)) continue;

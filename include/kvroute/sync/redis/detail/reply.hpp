@@ -146,6 +146,7 @@ inline const redisReply* flat_field(const redisReply* r, std::string_view name) 
 // moves max-deleted-entry-id on XDEL only, not when MAXLEN trims, so the
 // first entry left is what tells of trimming.
 struct TrimMarks {
+  std::optional<StreamId> last_generated;  // the greatest id the stream ever had
   std::optional<StreamId> max_deleted;
   std::optional<StreamId> first_entry;
   std::optional<std::uint64_t> entries_added;
@@ -159,6 +160,9 @@ inline std::optional<std::uint64_t> integer_of(const redisReply* r) {
 
 inline TrimMarks parse_trim_marks(const redisReply* r) {
   TrimMarks m;
+  if (const redisReply* g = flat_field(r, "last-generated-id")) {
+    m.last_generated = StreamId::parse(text(g));
+  }
   if (const redisReply* d = flat_field(r, "max-deleted-entry-id")) {
     m.max_deleted = StreamId::parse(text(d));
   }
