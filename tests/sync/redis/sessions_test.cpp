@@ -35,17 +35,18 @@ std::string turn_text(int s, int k) {
 // the selection.
 template <class Route>
 double affinity(Route&& route) {
-  std::vector<std::string> last(kSessions);
+  std::vector<std::string> last(static_cast<std::size_t>(kSessions));
   int hits = 0, later = 0;
   for (int k = 0; k < kTurns; ++k) {
     for (int s = 0; s < kSessions; ++s) {
       const kvroute::Selection sel = route(k * kSessions + s, turn_text(s, k));
       REQUIRE(sel);
+      std::string& prev = last[static_cast<std::size_t>(s)];
       if (k > 0) {
         ++later;
-        hits += sel.worker().url == last[s] && sel.decision.branch == kvroute::Branch::kCacheHit;
+        hits += sel.worker().url == prev && sel.decision.branch == kvroute::Branch::kCacheHit;
       }
-      last[s] = sel.worker().url;
+      prev = sel.worker().url;
     }
   }
   return static_cast<double>(hits) / later;
