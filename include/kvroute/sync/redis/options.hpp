@@ -111,9 +111,10 @@ inline absl::Status parse_unix_query(std::string_view url, std::string_view quer
     } else if (key == "user" && eq != std::string_view::npos) {
       a.user.assign(value);
     } else {
-      return bad_url(url, absl::StrCat("has a bad query item '",
-                                       absl::CHexEscape(absl::string_view(item.data(), item.size())),
-                                       "' (db=N, user=U, password=P)"));
+      return bad_url(url,
+                     absl::StrCat("has a bad query item '",
+                                  absl::CHexEscape(absl::string_view(item.data(), item.size())),
+                                  "' (db=N, user=U, password=P)"));
     }
   }
   if (!a.user.empty() && a.password.empty()) {
