@@ -104,7 +104,6 @@ inline absl::Status Engine::refresh_models() {
     if (followed(m)) continue;
     if (absl::Status s = follow(m); !s.ok()) return s;
   }
-  c_.models.store(streams_.size() - 1);
   return absl::OkStatus();
 }
 
@@ -145,6 +144,7 @@ inline absl::Status Engine::follow(const std::string& model) {
   }
   by_key_.emplace(f.key, streams_.size());
   streams_.push_back(std::move(f));
+  c_.models.store(streams_.size() - 1);
   return absl::OkStatus();
 }
 
