@@ -24,6 +24,15 @@
 #                                           for the binding instead of
 #                                           hand-written CPython C-API code
 #   python3-pytest                          the Python module's tests
+#   libhiredis-dev                          kvroute::redis, the Redis transport for
+#                                           router replicas: Redis's own C client
+#                                           (RESP parsing, timeouts, unix sockets),
+#                                           not a hand-written protocol client
+#   redis-server                            the tests of kvroute::redis, which start
+#                                           their own server on a unix socket. The
+#                                           package enables a system service: this
+#                                           script disables it again where systemd
+#                                           runs (nothing here needs it)
 #   python3-pip python3-venv                pip install . of the module without
 #   python3-setuptools python3-wheel        network access (docs/python.md)
 # With --ci:
@@ -39,7 +48,7 @@
 #                                           systemd runs.
 set -eu
 
-packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libboost1.81-dev python3-dev pybind11-dev python3-pytest python3-pip python3-venv python3-setuptools python3-wheel"
+packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libboost1.81-dev python3-dev pybind11-dev python3-pytest libhiredis-dev redis-server python3-pip python3-venv python3-setuptools python3-wheel"
 ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus wrk"
 
 case "${1:-}" in
@@ -60,11 +69,13 @@ if [ -n "$missing" ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
-  case "$missing" in
-    *prometheus*)
-      if command -v systemctl > /dev/null 2>&1 && [ -d /run/systemd/system ]; then
-        $sudo systemctl disable --now prometheus > /dev/null 2>&1 || true
-      fi
-      ;;
-  esac
+  for service in prometheus redis-server; do
+    case "$missing" in
+      *" $service"*)
+        if command -v systemctl > /dev/null 2>&1 && [ -d /run/systemd/system ]; then
+          $sudo systemctl disable --now "$service" > /dev/null 2>&1 || true
+        fi
+        ;;
+    esac
+  done
 fi

@@ -64,10 +64,16 @@ if [ "$run_tidy" = 1 ]; then
   for h in include/kvroute/detail/*.hpp include/kvroute/detail/*/*.hpp; do
     printf '#include <%s>\n' "${h#include/}" >> "$tmp/lint_tu.cpp"
   done
-  echo "lint: clang-tidy over kvroute/kvroute.hpp, kvroute/fmt.hpp and kvroute/detail/*.hpp"
+  # The Redis transport (kvroute::redis) when hiredis is here to compile it.
+  redis_flags=""
+  if pkg-config --exists hiredis 2> /dev/null; then
+    printf '#include <kvroute/sync/redis/replicator.hpp>\n' >> "$tmp/lint_tu.cpp"
+    redis_flags=$(pkg-config --cflags hiredis)
+  fi
+  echo "lint: clang-tidy over kvroute/kvroute.hpp, kvroute/fmt.hpp, kvroute/detail/*.hpp${redis_flags:+ and kvroute/sync/redis/}"
   # shellcheck disable=SC2086
   if ! "$clang_tidy" --quiet --config-file=.clang-tidy --warnings-as-errors='*' "$tmp/lint_tu.cpp" -- \
-      -std=c++20 -Iinclude ${LINT_CXXFLAGS:-}; then
+      -std=c++20 -Iinclude $redis_flags ${LINT_CXXFLAGS:-}; then
     status=1
   fi
 fi

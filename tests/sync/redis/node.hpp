@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "kvroute/sync/outbox.hpp"
 #include "kvroute/sync/redis/replicator.hpp"
 #include "kvroute/sync/wire.hpp"
+#include "sync/redis/redis_server.hpp"
 
 namespace kvroute_test {
 
@@ -125,7 +127,11 @@ struct Node {
     return h;
   }
 
-  void start() { REQUIRE(replicator.start().ok()); }
+  // Starts the replicator and waits until it read what Redis held.
+  void start() {
+    REQUIRE(replicator.start().ok());
+    REQUIRE(replicator.wait_until_caught_up(std::chrono::seconds(5)));
+  }
 
   std::string route(const std::string& text) {
     kvroute::Selection s = router.select({.text = text});
@@ -146,6 +152,27 @@ struct Node {
   FakeSnapshots snapshots;
   std::atomic<bool> hold{false};  // while set, applying waits (a stalled reader)
   kvroute::sync::RedisReplicator replicator;
+};
+
+// A redis-server of the test's own and two replicas on it, "a" and "b".
+struct TwoReplicas {
+  // Starts all three; false (saying why) when redis-server is absent.
+  bool start(std::vector<std::string> b_urls = kWorkerUrls,
+             kvroute::sync::Outbox::Options a_outbox = {}) {
+    if (!redis.available()) {
+      WARN("redis-server not found (PATH, /usr/bin): skipped; apt-get install redis-server");
+      return false;
+    }
+    a.emplace(fast_options("a", redis.url()), kWorkerUrls, a_outbox);
+    b.emplace(fast_options("b", redis.url()), std::move(b_urls));
+    a->start();
+    b->start();
+    return true;
+  }
+
+  RedisServer redis;
+  std::optional<Node> a;  // destroyed before the server
+  std::optional<Node> b;
 };
 
 // A text of `n` bytes that shares nothing with another seed's beyond chance.

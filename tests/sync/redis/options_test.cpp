@@ -63,6 +63,12 @@ TEST_CASE("redis URLs: the unix socket forms", "[redis][options]") {
   REQUIRE(a.ok());
   CHECK(a->db == 2);
   CHECK(a->to_string() == "unix:///tmp/r.sock?db=2");
+  a = parse_redis_url("unix:///tmp/r.sock?password=p%w&db=1&user=me");
+  REQUIRE(a.ok());
+  CHECK(a->password == "p%w");
+  CHECK(a->user == "me");
+  CHECK(a->db == 1);
+  CHECK(a->to_string().find("p%w") == std::string::npos);
 }
 
 TEST_CASE("redis URLs: each bad form is named", "[redis][options]") {
@@ -83,8 +89,11 @@ TEST_CASE("redis URLs: each bad form is named", "[redis][options]") {
       {"redis://user@h:1", "user info without a password"},
       {"unix://", "absolute socket path"},
       {"unix://relative.sock", "absolute socket path"},
-      {"unix:///tmp/s?db=x", "bad query"},
-      {"unix:///tmp/s?timeout=1", "bad query"},
+      {"unix:///tmp/s?db=x", "bad database number in ?db="},
+      {"unix:///tmp/s?db=", "bad database number in ?db="},
+      {"unix:///tmp/s?timeout=1", "bad query item 'timeout=1'"},
+      {"unix:///tmp/s?db", "bad query item 'db'"},
+      {"unix:///tmp/s?user=me", "user without a password"},
   };
   for (const auto& [url, why] : cases) {
     INFO(url);

@@ -53,8 +53,10 @@ inline bool eventually(const std::function<bool()>& done,
 
 class RedisServer {
  public:
-  // `extra`: more redis-server arguments ("--stream-node-max-entries", "4").
-  explicit RedisServer(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+  // `extra`: more redis-server arguments ("--stream-node-max-entries", "4");
+  // `password`: what command() authenticates with (for "--requirepass").
+  explicit RedisServer(std::vector<std::string> extra = {}, std::string password = {})
+      : extra_(std::move(extra)), password_(std::move(password)) {
     binary_ = find_redis_server();
     if (binary_.empty()) return;
     std::string tmpl = (std::filesystem::temp_directory_path() / "kvroute-redis-XXXXXX").string();
@@ -103,18 +105,8 @@ class RedisServer {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    // Up when it answers PING on its socket.
-    REQUIRE(eventually([this] {
-      redisContext* c = redisConnectUnix(socket_.c_str());
-      bool up = false;
-      if (c != nullptr && c->err == 0) {
-        auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-        up = r != nullptr && r->type == REDIS_REPLY_STATUS;
-        if (r != nullptr) freeReplyObject(r);
-      }
-      if (c != nullptr) redisFree(c);
-      return up;
-    }));
+    // Up when it answers PING on its socket (NOAUTH is an answer).
+    REQUIRE(eventually([this] { return command({"PING"}) != "(no reply)"; }));
   }
 
   // SIGKILL: as abrupt as a crash; the data goes (persistence is off).
@@ -127,11 +119,42 @@ class RedisServer {
   }
 
   // One command on a fresh connection; the reply's text (or the error's,
-  // or "(nil)", "(integer) N", "(array N)").
+  // or "(nil)", "(integer) N", "(array N)"; "(no reply)" when the server
+  // is away). Asserts nothing, so that any thread may call it.
   std::string command(std::initializer_list<std::string_view> args) const {
+    return with_reply(args, [](const redisReply* r) {
+      if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+          r->type == REDIS_REPLY_ERROR) {
+        return std::string(r->str, r->len);
+      }
+      if (r->type == REDIS_REPLY_INTEGER) return "(integer) " + std::to_string(r->integer);
+      if (r->type == REDIS_REPLY_ARRAY) return "(array " + std::to_string(r->elements) + ")";
+      return std::string("(nil)");
+    });
+  }
+
+  // The id of the last entry of a stream; empty when it has none.
+  std::string last_entry_id(std::string_view key) const {
+    return with_reply({"XREVRANGE", key, "+", "-", "COUNT", "1"}, [](const redisReply* r) {
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return std::string();
+      const redisReply* e = r->element[0];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements == 0) return std::string();
+      return std::string(e->element[0]->str, e->element[0]->len);
+    });
+  }
+
+ private:
+  std::string with_reply(std::initializer_list<std::string_view> args,
+                         const std::function<std::string(const redisReply*)>& read) const {
     redisContext* c = redisConnectUnix(socket_.c_str());
-    REQUIRE(c != nullptr);
-    REQUIRE(c->err == 0);
+    if (c == nullptr || c->err != 0) {
+      if (c != nullptr) redisFree(c);
+      return "(no reply)";
+    }
+    if (!password_.empty()) {
+      auto* auth = static_cast<redisReply*>(redisCommand(c, "AUTH %s", password_.c_str()));
+      if (auth != nullptr) freeReplyObject(auth);
+    }
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     for (std::string_view a : args) {
@@ -140,26 +163,14 @@ class RedisServer {
     }
     auto* r = static_cast<redisReply*>(
         redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    std::string out = "(no reply)";
-    if (r != nullptr) {
-      if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
-          r->type == REDIS_REPLY_ERROR) {
-        out.assign(r->str, r->len);
-      } else if (r->type == REDIS_REPLY_INTEGER) {
-        out = "(integer) " + std::to_string(r->integer);
-      } else if (r->type == REDIS_REPLY_ARRAY) {
-        out = "(array " + std::to_string(r->elements) + ")";
-      } else {
-        out = "(nil)";
-      }
-      freeReplyObject(r);
-    }
+    std::string out = r != nullptr ? read(r) : "(no reply)";
+    if (r != nullptr) freeReplyObject(r);
     redisFree(c);
     return out;
   }
 
- private:
   std::vector<std::string> extra_;
+  std::string password_;
   std::string binary_;
   std::string dir_;
   std::string socket_;

@@ -23,15 +23,9 @@ using namespace std::chrono_literals;
 }  // namespace
 
 TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()),
-         {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
-  a.start();
-  b.start();
-  REQUIRE(a.replicator.wait_until_caught_up(5s));
-  REQUIRE(b.replicator.wait_until_caught_up(5s));
+  kvroute_test::TwoReplicas r;
+  if (!r.start({kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()})) return;
+  Node &a = *r.a, &b = *r.b;
 
   std::vector<std::pair<std::string, std::string>> sent;  // text, worker
   for (std::uint64_t i = 0; i < 8; ++i) {
@@ -55,16 +49,13 @@ TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis
   CHECK(sa.decode_errors == 0);
   CHECK(sa.models >= 1);
   CHECK(b.stats().lag_ms >= 0);
-  CHECK(redis.command({"SISMEMBER", "kvroute:models", ""}) == "(integer) 1");
+  CHECK(r.redis.command({"SISMEMBER", "kvroute:models", ""}) == "(integer) 1");
 }
 
 TEST_CASE("redis replicas: loads travel, and a silent replica's expire", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
 
   kvroute::Selection s = a.router.select({.text = text_of(1)});
   REQUIRE(s);
@@ -104,7 +95,6 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
     // ... and after it, from a's next run under the same name.
     Node a2(fast_options("a", redis.url()));
     a2.start();
-    REQUIRE(a2.replicator.wait_until_caught_up(5s));
     for (std::uint64_t i = 10; i < 14; ++i) after.emplace_back(text_of(i), a2.route(text_of(i)));
     REQUIRE(eventually(
         [&] { return a2.stats().batches_sent >= 1 && a2.stats().pending_batches == 0; }));
@@ -113,7 +103,6 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
   Node c(fast_options("c", redis.url()),
          {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()});
   c.start();
-  REQUIRE(c.replicator.wait_until_caught_up(5s));
   const auto st = c.stats();
   CHECK(st.snapshots_restored == 1);
   CHECK(st.snapshot_restored_age_ms >= 0);
@@ -123,19 +112,15 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
 }
 
 TEST_CASE("redis replicas: entries that are not batches are counted and skipped", "[redis]") {
-  RedisServer redis;
-  KVROUTE_REQUIRE_REDIS(redis);
-  Node a(fast_options("a", redis.url()));
-  Node b(fast_options("b", redis.url()));
-  a.start();
-  b.start();
-  REQUIRE(b.replicator.wait_until_caught_up(5s));
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
 
-  CHECK(redis.command({"XADD", "kvroute:stream:", "*", "b", "not a batch"}).find('-') !=
+  CHECK(r.redis.command({"XADD", "kvroute:stream:", "*", "b", "not a batch"}).find('-') !=
         std::string::npos);
-  CHECK(redis.command({"XADD", "kvroute:stream:", "*", "other", "field"}).find('-') !=
+  CHECK(r.redis.command({"XADD", "kvroute:stream:", "*", "other", "field"}).find('-') !=
         std::string::npos);
-  CHECK(redis.command({"XADD", "kvroute:fleet", "*", "b", "KVRS\x01garbage"}).find('-') !=
+  CHECK(r.redis.command({"XADD", "kvroute:fleet", "*", "b", "KVRS\x01garbage"}).find('-') !=
         std::string::npos);
   const std::string t = text_of(7);
   const std::string url = a.route(t);
@@ -144,4 +129,70 @@ TEST_CASE("redis replicas: entries that are not batches are counted and skipped"
   REQUIRE(eventually([&] { return b.stats().decode_errors == 3; }));
   REQUIRE(eventually([&] { return a.stats().decode_errors == 3; }));
   CHECK_THAT(b.stats().last_error, Catch::Contains("kvroute:"));
+}
+
+TEST_CASE("redis replicas: a snapshot that does not restore is counted, the stream still read",
+          "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  Node a(fast_options("a", redis.url()));
+  a.start();
+  const std::string t = text_of(3);
+  const std::string url = a.route(t);
+  REQUIRE(eventually([&] { return a.stats().batches_sent >= 1; }));
+  // A snapshot whose bytes the hook refuses, and one without its fields.
+  CHECK(redis.command({"HSET", "kvroute:snapshot:", "id", "1-0", "data", "not a snapshot"}) ==
+        "(integer) 2");
+  CHECK(redis.command({"HSET", "kvroute:snapshot:m2", "nothing", "here"}) == "(integer) 1");
+  CHECK(redis.command({"SADD", "kvroute:models", "m2"}) == "(integer) 1");
+
+  Node b(fast_options("b", redis.url()));
+  b.start();
+  const auto st = b.stats();
+  CHECK(st.snapshots_restored == 0);
+  CHECK(st.snapshot_errors == 2);
+  CHECK(st.models == 2);
+  CHECK(b.hits(t, url));  // from the stream
+}
+
+TEST_CASE("redis replicas: a worker removed on one is forgotten on the other (fleet stream)",
+          "[redis]") {
+  kvroute_test::TwoReplicas r;
+  if (!r.start()) return;
+  Node &a = *r.a, &b = *r.b;
+  const std::string t = text_of(5);
+  const std::string url = a.route(t);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  REQUIRE(b.hits(t, url));
+  const std::uint64_t applied = b.stats().changes_applied;
+
+  const kvroute::WorkerId id = a.router.workers().snapshot()->find_url(url)->id;
+  REQUIRE(a.router.remove_worker(id).ok());
+  // b still routes to that worker, but no longer credits it with the text.
+  REQUIRE(eventually([&] { return b.stats().changes_applied > applied; }));
+  CHECK_FALSE(b.hits(t, url));
+  CHECK(r.redis.command({"XLEN", "kvroute:fleet"}) != "(integer) 0");
+}
+
+TEST_CASE("redis replicas: the URL's database and password are used", "[redis]") {
+  RedisServer redis({"--requirepass", "s3cret"}, "s3cret");
+  KVROUTE_REQUIRE_REDIS(redis);
+  const std::string url = redis.url() + "?db=3&password=s3cret";
+  Node a(fast_options("a", url));
+  Node b(fast_options("b", url));
+  a.start();
+  b.start();
+  const std::string t = text_of(9);
+  const std::string to = a.route(t);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  CHECK(b.hits(t, to));
+  CHECK(redis.command({"EXISTS", "kvroute:stream:"}) == "(integer) 0");  // not in db 0
+
+  // A wrong password: named, retried, and routing does not care.
+  Node c(fast_options("c", redis.url() + "?password=wrong"));
+  REQUIRE(c.replicator.start().ok());
+  REQUIRE(eventually([&] { return c.stats().connect_failures >= 2; }));
+  CHECK_FALSE(c.stats().connected);
+  CHECK_THAT(c.stats().last_error, Catch::Contains("AUTH"));
+  c.route(t);
 }

@@ -81,7 +81,10 @@ struct RedisReplicatorStats {
   std::uint64_t catch_ups = 0;        // trimmed past what was read: restored a snapshot
   std::uint64_t gaps = 0;             // trimmed past what was read, no newer snapshot
 
-  // now - sent time of the newest batch applied (wall clocks); -1: none yet.
+  // How long the newest batch applied took from its sender to here: when
+  // it was applied less when it was sent (wall clocks, so across hosts
+  // only as good as their clock sync). Load reports count, so it stays
+  // fresh while replicas are up. -1: none yet.
   std::int64_t lag_ms = -1;
   // Age of the last snapshot this replica wrote, and of the last one it
   // restored (since its writer wrote it); -1: none.

@@ -12,10 +12,10 @@
 //
 //   redis://[[user]:password@]host[:port][/db]   TCP; port 6379, db 0 by default;
 //                                                 an IPv6 host in brackets
-//   unix:///path/to/socket[?db=N]                 a unix socket
-//   redis+unix:///path/to/socket[?db=N]           the same
+//   unix:///path/to/socket[?db=N][&user=U][&password=P]   a unix socket
+//   redis+unix:///path/to/socket[?...]                      the same
 //
-// The password is taken literally (no percent-decoding); rediss:// (TLS) is
+// Passwords are taken literally (no percent-decoding); rediss:// (TLS) is
 // refused, since Debian's hiredis is built without it.
 //
 // Thread safety: values and pure functions.
@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "kvroute/config.hpp"
@@ -63,7 +64,7 @@ struct RedisAddress {
   std::string to_string() const {
     const std::string db_part = db == 0 ? "" : absl::StrCat(kind == Kind::kUnix ? "?db=" : "/", db);
     if (kind == Kind::kUnix) return absl::StrCat("unix://", path, db_part);
-    const bool v6 = host.find(':') != std::string::npos;
+    const bool v6 = absl::StrContains(host, ':');
     return absl::StrCat("redis://", password.empty() ? "" : "***@", v6 ? "[" : "", host,
                         v6 ? "]" : "", ":", port, db_part);
   }
@@ -90,16 +91,45 @@ inline bool parse_int(std::string_view s, int lo, int hi, int& out) {
   return true;
 }
 
+// A unix URL's query: db=N, user=U, password=P, joined by '&'.
+inline absl::Status parse_unix_query(std::string_view url, std::string_view query,
+                                     RedisAddress& a) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    if (key == "db" && eq != std::string_view::npos) {
+      if (!parse_int(value, 0, 1 << 30, a.db)) {
+        return bad_url(url, "has a bad database number in ?db=");
+      }
+    } else if (key == "password" && eq != std::string_view::npos) {
+      a.password.assign(value);
+    } else if (key == "user" && eq != std::string_view::npos) {
+      a.user.assign(value);
+    } else {
+      return bad_url(url,
+                     absl::StrCat("has a bad query item '",
+                                  absl::CHexEscape(absl::string_view(item.data(), item.size())),
+                                  "' (db=N, user=U, password=P)"));
+    }
+  }
+  if (!a.user.empty() && a.password.empty()) {
+    return bad_url(url, "has a user without a password");
+  }
+  return absl::OkStatus();
+}
+
 inline absl::StatusOr<RedisAddress> parse_unix_url(std::string_view url, std::string_view rest) {
   RedisAddress a;
   a.kind = RedisAddress::Kind::kUnix;
   std::string_view path = rest;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
     path = rest.substr(0, q);
-    const std::string_view query = rest.substr(q + 1);
-    if (query.substr(0, 3) != "db=" || !parse_int(query.substr(3), 0, 1 << 30, a.db)) {
-      return bad_url(url, "has a bad query (only ?db=N, N a database number, is understood)");
-    }
+    if (absl::Status s = parse_unix_query(url, rest.substr(q + 1), a); !s.ok()) return s;
   }
   if (path.empty() || path.front() != '/') {
     return bad_url(url, "needs an absolute socket path (unix:///path/to/socket)");
@@ -125,10 +155,11 @@ inline absl::Status parse_host_port(std::string_view url, std::string_view hp, R
     a.host.assign(hp);
   }
   if (a.host.empty()) return bad_url(url, "has no host");
-  if (hp.front() != '[' && a.host.find(':') != std::string::npos) {
+  if (hp.front() != '[' && absl::StrContains(a.host, ':')) {
     return bad_url(url, "has an IPv6 host outside brackets (redis://[::1]:6379)");
   }
-  if (hp.find(':') != std::string_view::npos && !parse_int(port, 1, 65535, a.port)) {
+  if (absl::StrContains(absl::string_view(hp.data(), hp.size()), ':') &&
+      !parse_int(port, 1, 65535, a.port)) {
     return bad_url(url, absl::StrCat("has a bad port '",
                                      absl::CHexEscape(absl::string_view(port.data(), port.size())),
                                      "' (1 to 65535)"));
@@ -198,11 +229,12 @@ struct RedisReplicatorOptions {
   // How often a snapshot of each model is written (0: never).
   std::chrono::milliseconds snapshot_interval{30000};
 
-  // The longest one read waits for new entries: stop() and the periodic
-  // work above never wait longer than this for the reader.
+  // How long Redis holds a read open when there is nothing new (XREAD
+  // BLOCK; Redis ends it on its own timer, 100 ms at its default hz). A
+  // model followed meanwhile is read from the next read on. Flushes do not
+  // wait for it: reads have a connection of their own.
   std::chrono::milliseconds read_block{100};
-  // Entries read per stream per read; at most stream_max_len (see
-  // replicator.hpp: how trimming is noticed).
+  // Entries read per stream per read.
   std::size_t read_count = 1000;
   // Each model's stream keeps about this many entries (XADD MAXLEN ~).
   std::size_t stream_max_len = 10000;
@@ -210,7 +242,8 @@ struct RedisReplicatorOptions {
   std::size_t fleet_max_len = 2000;
 
   std::chrono::milliseconds connect_timeout{1000};
-  // A reply slower than this drops the connection; more than read_block.
+  // A reply slower than this (a read's: than read_block plus this) drops
+  // the connection and reconnects.
   std::chrono::milliseconds command_timeout{2000};
   // Reconnection: the wait doubles from backoff_min to backoff_max after
   // each failed attempt, each wait drawn between half and all of it.

@@ -31,7 +31,8 @@
 // restarted under its name gets its own earlier state back).
 //
 // One thread, started by start() and joined by stop(), does everything, on
-// one connection, in a loop:
+// two connections (one waits for reads, so that writes never wait behind
+// it), in a loop:
 //
 //   * every flush_interval: drains the Outbox and XADDs one batch per
 //     model (the fleet's for worker removals). A batch that could not be
@@ -39,14 +40,18 @@
 //     while Redis is down the Outbox fills and drops (and counts): the
 //     policy never waits for Redis.
 //   * every load_interval: XADDs this replica's load (local_loads), applies
-//     the other replicas' (expired after load_ttl), reads the set of models,
-//     and checks that no stream was trimmed past what was read (XINFO
-//     STREAM's max-deleted-entry-id). If one was, it restores the model's
-//     snapshot when that is newer, and goes on from there.
+//     the other replicas' (expired after load_ttl) and reads the set of
+//     models.
 //   * every snapshot_interval: writes the snapshot of every model it
 //     follows whose stream moved since its last write.
-//   * otherwise: XREAD BLOCK (at most read_block, less when a flush is due)
-//     over every stream it follows, and applies what it reads.
+//   * in between: waits for the reply of an XREAD BLOCK over every stream
+//     it follows (polling its socket until the next flush is due), and
+//     applies what it reads. Before the next read, when it may have fallen
+//     behind (after a reconnection, a stall, or a read that found a stream
+//     far ahead), it checks that no stream was trimmed past what it read
+//     (XINFO STREAM: the first entry left is past the last one read). If
+//     one was, it restores the model's snapshot when that is newer, and
+//     goes on from there.
 //
 // On start, and for each model it begins to follow, it restores that
 // model's snapshot (Hooks::restore) and reads the model's stream from the

@@ -6,7 +6,8 @@
 // connecting and on every reply, AUTH and SELECT done on open, and
 // interrupt(), which another thread calls to make a command that waits on
 // a hung server return at once (it shuts the socket down; the connection is
-// then dead and is closed by its owner).
+// then dead and is closed by its owner). command() sends and waits; send()
+// and receive() split it, for a caller that polls fd() in between.
 //
 // A failed command is Unavailable when the connection is lost (closed,
 // timed out, protocol error: hiredis's context is unusable after it) and
@@ -25,12 +26,12 @@
 #define KVROUTE_SYNC_REDIS_DETAIL_CONNECTION_HPP_
 
 #include <hiredis/hiredis.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <mutex>
 #include <span>
@@ -132,7 +133,19 @@ class Connection {
 
   // Sends one command and waits for its reply.
   absl::StatusOr<Reply> command(std::span<const std::string_view> args) {
+    if (absl::Status s = send(args); !s.ok()) return s;
+    return receive(args.empty() ? std::string_view() : args[0]);
+  }
+
+  absl::StatusOr<Reply> command(std::initializer_list<std::string_view> args) {
+    return command(std::span<const std::string_view>(args.begin(), args.size()));
+  }
+
+  // Sends one command without waiting for its reply: receive() takes it,
+  // once fd() is readable (poll) or blocking up to the command timeout.
+  absl::Status send(std::span<const std::string_view> args) {
     if (ctx_ == nullptr) return absl::UnavailableError("not connected");
+    const std::string_view name = args.empty() ? std::string_view() : args[0];
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     argv.reserve(args.size());
@@ -141,29 +154,44 @@ class Connection {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    Reply r(static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data())));
-    if (r == nullptr) {
-      const bool timed_out = ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-      absl::Status s = absl::UnavailableError(
-          absl::StrCat(args.empty() ? "" : std::string(args[0]), ": ",
-                       timed_out ? "no reply within the command timeout" : ctx_->errstr));
-      close();
-      drain_sigpipe();
-      return s;
+    if (redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data()) !=
+        REDIS_OK) {
+      return lost(name);
     }
+    int done = 0;
+    while (done == 0) {
+      if (redisBufferWrite(ctx_, &done) != REDIS_OK) return lost(name);
+    }
+    return absl::OkStatus();
+  }
+
+  // The reply to the oldest command sent and not yet received.
+  absl::StatusOr<Reply> receive(std::string_view name) {
+    if (ctx_ == nullptr) return absl::UnavailableError("not connected");
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return lost(name);
+    Reply r(static_cast<redisReply*>(raw));
     if (r->type == REDIS_REPLY_ERROR) {
       return absl::FailedPreconditionError(
-          absl::StrCat(args.empty() ? "" : std::string(args[0]), ": ", av(text_of_error(r.get()))));
+          absl::StrCat(av(name), ": ", av(text_of_error(r.get()))));
     }
     return r;
   }
 
-  absl::StatusOr<Reply> command(std::initializer_list<std::string_view> args) {
-    return command(std::span<const std::string_view>(args.begin(), args.size()));
-  }
+  // The socket, to poll for a reply; -1 when closed.
+  int fd() const noexcept { return ctx_ != nullptr ? ctx_->fd : -1; }
 
  private:
+  // The connection is unusable after an I/O or protocol error: closes it.
+  absl::Status lost(std::string_view name) {
+    const bool timed_out = ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    absl::Status s = absl::UnavailableError(absl::StrCat(
+        av(name), ": ", timed_out ? "no reply within the command timeout" : ctx_->errstr));
+    close();
+    drain_sigpipe();
+    return s;
+  }
+
   static std::string_view text_of_error(const redisReply* r) { return {r->str, r->len}; }
 
   absl::Status handshake(const RedisAddress& a) {

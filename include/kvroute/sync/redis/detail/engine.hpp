@@ -20,7 +20,9 @@
 #ifndef KVROUTE_SYNC_REDIS_DETAIL_ENGINE_HPP_
 #define KVROUTE_SYNC_REDIS_DETAIL_ENGINE_HPP_
 
+#include <poll.h>
 #include <algorithm>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -68,18 +70,19 @@ struct Followed {
   std::string key{};
   StreamId last{};                        // the last entry read (0-0: none)
   std::optional<StreamId> snapshot_at{};  // `last` when this replica last wrote or restored one
+  bool check_trim = true;                 // it may have been trimmed past `last`: look
 };
 
 class Engine {
  public:
-  Engine(const RedisReplicatorOptions& o, const RedisReplicatorHooks& h, RedisAddress address)
-      : o_(o),
-        h_(h),
+  Engine(RedisReplicatorOptions o, RedisReplicatorHooks h, RedisAddress address)
+      : o_(std::move(o)),
+        h_(std::move(h)),
         address_(std::move(address)),
-        keys_{o.key_prefix},
-        shared_(SharedLoad::Options{.ttl = o.load_ttl}),
-        backoff_(o.backoff_min, o.backoff_max,
-                 std::random_device{}() ^ std::hash<std::string>{}(o.replica)) {
+        keys_{o_.key_prefix},
+        shared_(SharedLoad::Options{.ttl = o_.load_ttl}),
+        backoff_(o_.backoff_min, o_.backoff_max,
+                 std::random_device{}() ^ std::hash<std::string>{}(o_.replica)) {
     streams_.push_back({.fleet = true, .key = keys_.fleet()});
     by_key_.emplace(streams_[0].key, 0);
   }
@@ -102,7 +105,8 @@ class Engine {
     // A command waiting on a hung server returns as soon as its socket is
     // shut down; a connection opened after one interrupt needs another.
     while (!finished_.load()) {
-      conn_.interrupt();
+      writer_.interrupt();
+      reader_.interrupt();
       std::unique_lock<std::mutex> lock(wait_mu_);
       wait_cv_.wait_for(lock, std::chrono::milliseconds(5), [this] { return finished_.load(); });
     }
@@ -118,6 +122,7 @@ class Engine {
 
  private:
   void run();
+  bool turn();
   bool connect();
   absl::Status on_connected();
   absl::Status step();
@@ -129,7 +134,9 @@ class Engine {
   absl::Status check_trims();
   absl::Status catch_up(Followed& s, const TrimMarks& marks);
   absl::Status write_snapshots();
-  absl::Status read(std::chrono::milliseconds block);
+  absl::Status read_turn();
+  absl::Status send_read();
+  void take_read(const redisReply* reply);
   bool handle(const Entry& e, const Followed& f);
   absl::StatusOr<std::optional<SnapshotRecord>> fetch_snapshot(const std::string& model);
   absl::Status xadd(const std::string& key, std::size_t max_len, std::string_view bytes);
@@ -150,7 +157,13 @@ class Engine {
   const RedisReplicatorHooks h_;
   const RedisAddress address_;
   const Keys keys_;
-  Connection conn_;
+  // Two connections, so that a read waiting on the server (XREAD BLOCK,
+  // sent on reader_) never holds up a flush (on writer_): the thread polls
+  // reader_ until the next flush is due.
+  Connection writer_;
+  Connection reader_;
+  bool read_pending_ = false;  // an XREAD was sent on reader_, its reply not taken
+  SteadyClock::time_point read_sent_{};
   Counters c_;
   SharedLoad shared_;
   Backoff backoff_;
@@ -163,8 +176,8 @@ class Engine {
   bool ever_connected_ = false;
   bool fleet_placed_ = false;                 // the fleet stream's first id is chosen
   std::optional<StreamId> restored_fleet_{};  // the least fleet id of the snapshots restored
-  std::int64_t start_ms_ =
-      0;  // Redis's clock at the first connection: own entries after it are skipped
+  // Redis's clock at the first connection: own entries after it are skipped.
+  std::int64_t start_ms_ = 0;
   std::int64_t offset_ms_ = 0;  // Redis's clock less this host's
   SteadyClock::time_point next_flush_{}, next_load_{}, next_snapshot_{};
 
@@ -216,46 +229,63 @@ inline RedisReplicatorStats Engine::stats() const {
 inline void Engine::run() {
   block_sigpipe();
   while (!stopping_.load()) {
-    if (!conn_.is_open()) {
-      c_.connected.store(false);
-      if (!connect()) {
-        wait(backoff_.next());
-        continue;
-      }
-    }
-    absl::Status s;
+    bool ok = false;
     try {
-      s = step();
+      ok = turn();
     } catch (const std::exception& e) {  // a hook that threw, or out of memory
-      s = absl::InternalError(absl::StrCat("redis replicator: ", e.what()));
+      bump(c_.command_errors);
+      c_.set_error(absl::StrCat("redis replicator: ", e.what()));
+      writer_.close();  // start again from a fresh connection
+      reader_.close();
     }
-    if (s.ok()) {
+    if (ok) {
       backoff_.reset();
       continue;
     }
-    bump(c_.command_errors);
-    c_.set_error(s.message());
-    if (!conn_.is_open()) c_.connected.store(false);
+    if (!writer_.is_open() || !reader_.is_open()) c_.connected.store(false);
     if (!stopping_.load()) wait(backoff_.next());
   }
-  conn_.close();
+  writer_.close();
+  reader_.close();
   c_.connected.store(false);
 }
 
+// Connects when not connected, then one step. False when either failed
+// (counted).
+inline bool Engine::turn() {
+  if (!writer_.is_open() || !reader_.is_open()) {
+    c_.connected.store(false);
+    if (!connect()) return false;
+  }
+  const absl::Status s = step();
+  if (s.ok()) return true;
+  bump(c_.command_errors);
+  c_.set_error(s.message());
+  return false;
+}
+
 inline bool Engine::connect() {
-  if (absl::Status s = conn_.open(address_, o_.connect_timeout, o_.command_timeout); !s.ok()) {
+  writer_.close();
+  reader_.close();
+  read_pending_ = false;
+  absl::Status s = writer_.open(address_, o_.connect_timeout, o_.command_timeout);
+  if (s.ok()) s = reader_.open(address_, o_.connect_timeout, o_.command_timeout);
+  if (!s.ok()) {
+    writer_.close();
     bump(c_.connect_failures);
     c_.set_error(s.message());
     return false;
   }
   if (stopping_.load()) {
-    conn_.close();
+    writer_.close();
+    reader_.close();
     return false;
   }
-  if (absl::Status s = on_connected(); !s.ok()) {
+  if (s = on_connected(); !s.ok()) {
     bump(c_.command_errors);
     c_.set_error(s.message());
-    conn_.close();
+    writer_.close();
+    reader_.close();
     return false;
   }
   if (ever_connected_) bump(c_.reconnects);
@@ -267,7 +297,7 @@ inline bool Engine::connect() {
 // Redis's clock (own entries, ages of load reports), the models and their
 // snapshots, and whether anything was trimmed while away.
 inline absl::Status Engine::on_connected() {
-  absl::StatusOr<Reply> t = conn_.command({"TIME"});
+  absl::StatusOr<Reply> t = writer_.command({"TIME"});
   if (!t.ok()) return t.status();
   std::int64_t sec = 0, usec = 0;
   const redisReply* r = t->get();
@@ -279,6 +309,7 @@ inline absl::Status Engine::on_connected() {
   offset_ms_ = redis_ms - unix_ms();
   if (start_ms_ == 0) start_ms_ = redis_ms;
   announced_.clear();
+  for (Followed& f : streams_) f.check_trim = true;  // while away, anything may have gone
   if (absl::Status s = refresh_models(); !s.ok()) return s;
   if (!fleet_placed_) {
     // Worker removals after the oldest snapshot restored still count.
@@ -294,7 +325,7 @@ inline absl::Status Engine::on_connected() {
 }
 
 inline absl::Status Engine::step() {
-  SteadyClock::time_point now = SteadyClock::now();
+  const SteadyClock::time_point now = SteadyClock::now();
   if (now >= next_flush_) {
     if (absl::Status s = flush(); !s.ok()) return s;
     next_flush_ = now + o_.flush_interval;
@@ -303,16 +334,13 @@ inline absl::Status Engine::step() {
     if (absl::Status s = refresh_models(); !s.ok()) return s;
     if (absl::Status s = publish_loads(); !s.ok()) return s;
     apply_loads();
-    if (absl::Status s = check_trims(); !s.ok()) return s;
     next_load_ = now + o_.load_interval;
   }
   if (o_.snapshot_interval.count() > 0 && now >= next_snapshot_) {
     if (absl::Status s = write_snapshots(); !s.ok()) return s;
     next_snapshot_ = now + o_.snapshot_interval;
   }
-  now = SteadyClock::now();
-  const auto until_flush = std::chrono::duration_cast<std::chrono::milliseconds>(next_flush_ - now);
-  return read(std::clamp(until_flush, std::chrono::milliseconds(1), o_.read_block));
+  return read_turn();
 }
 
 // Waits `d`, or less when stopping; other replicas' load still expires
@@ -341,7 +369,7 @@ inline void Engine::mark_caught_up() {
 inline absl::Status Engine::xadd(const std::string& key, std::size_t max_len,
                                  std::string_view bytes) {
   const std::string n = absl::StrCat(max_len);
-  return conn_.command({"XADD", key, "MAXLEN", "~", n, "*", kBatchField, bytes}).status();
+  return writer_.command({"XADD", key, "MAXLEN", "~", n, "*", kBatchField, bytes}).status();
 }
 
 }  // namespace redis_detail

@@ -10,6 +10,11 @@
 #ifndef KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_
 #define KVROUTE_SYNC_REDIS_DETAIL_ENGINE_IO_HPP_
 
+#include <poll.h>
+
+#include <cerrno>
+
+#include "absl/strings/match.h"
 #include "kvroute/sync/redis/detail/engine.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -29,15 +34,15 @@ inline absl::Status Engine::flush() {
     c_.pending_batches.store(pending_.size());
     const Outgoing& e = pending_.front();
     if (!e.fleet && !announced_.contains(e.model)) {
-      absl::Status s = soft(conn_.command({"SADD", keys_.models(), e.model}).status());
+      absl::Status s = soft(writer_.command({"SADD", keys_.models(), e.model}).status());
       if (!s.ok()) return s;
       announced_.insert(e.model);
       if (!followed(e.model)) {
         if (s = follow(e.model); !s.ok()) return s;
       }
     }
-    const absl::Status s = xadd(e.fleet ? keys_.fleet() : keys_.stream(e.model),
-                                e.fleet ? o_.fleet_max_len : o_.stream_max_len, e.bytes);
+    absl::Status s = xadd(e.fleet ? keys_.fleet() : keys_.stream(e.model),
+                          e.fleet ? o_.fleet_max_len : o_.stream_max_len, e.bytes);
     if (absl::IsUnavailable(s)) return s;
     if (s.ok()) {
       bump(c_.batches_sent);
@@ -61,7 +66,7 @@ inline absl::Status Engine::publish_loads() {
                 .sent_ns = unix_ns(),
                 .loads = local_loads(*snap, *h_.load)};
   const std::string bytes = encode(b);
-  const absl::Status s = soft(xadd(keys_.fleet(), o_.fleet_max_len, bytes));
+  absl::Status s = soft(xadd(keys_.fleet(), o_.fleet_max_len, bytes));
   if (!s.ok()) return s;
   bump(c_.load_reports_sent);
   bump(c_.bytes_sent, bytes.size());
@@ -85,7 +90,7 @@ inline absl::Status Engine::refresh_models() {
       for (const Worker& w : snap->workers()) models.insert(w.model);
     }
   }
-  absl::StatusOr<Reply> r = conn_.command({"SMEMBERS", keys_.models()});
+  absl::StatusOr<Reply> r = writer_.command({"SMEMBERS", keys_.models()});
   if (absl::Status s = soft(r.status()); !s.ok()) return s;
   if (r.ok() && is_array(r->get())) {
     const redisReply* set = r->get();
@@ -99,7 +104,6 @@ inline absl::Status Engine::refresh_models() {
     if (followed(m)) continue;
     if (absl::Status s = follow(m); !s.ok()) return s;
   }
-  c_.models.store(streams_.size() - 1);
   return absl::OkStatus();
 }
 
@@ -107,7 +111,7 @@ inline absl::Status Engine::refresh_models() {
 inline absl::StatusOr<std::optional<SnapshotRecord>> Engine::fetch_snapshot(
     const std::string& model) {
   if (!h_.restore) return std::optional<SnapshotRecord>();
-  absl::StatusOr<Reply> r = conn_.command({"HGETALL", keys_.snapshot(model)});
+  absl::StatusOr<Reply> r = writer_.command({"HGETALL", keys_.snapshot(model)});
   if (absl::Status s = soft(r.status()); !s.ok()) return s;
   if (!r.ok() || !is_array(r->get(), 1)) return std::optional<SnapshotRecord>();
   std::optional<SnapshotRecord> snap = parse_snapshot(r->get());
@@ -140,16 +144,34 @@ inline absl::Status Engine::follow(const std::string& model) {
   }
   by_key_.emplace(f.key, streams_.size());
   streams_.push_back(std::move(f));
+  c_.models.store(streams_.size() - 1);
   return absl::OkStatus();
 }
 
-// Whether Redis trimmed entries of a stream before they were read.
+// Whether Redis trimmed entries of a stream before they were read, for the
+// streams where that may have happened (Followed::check_trim): after a
+// reconnection, a stall, or a read that found the stream far ahead; each
+// time before the next read. (A burst of more than stream_max_len entries
+// between two reads of a reader that keeps up goes unnoticed.)
+// XINFO STREAM carries the first and last entries, so it is not asked on
+// every turn.
 inline absl::Status Engine::check_trims() {
   for (Followed& f : streams_) {
-    absl::StatusOr<Reply> r = conn_.command({"XINFO", "STREAM", f.key});
+    if (!f.check_trim) continue;
+    f.check_trim = false;
+    absl::StatusOr<Reply> r = writer_.command({"XINFO", "STREAM", f.key});
     if (absl::IsUnavailable(r.status())) return r.status();
-    if (!r.ok()) continue;  // no such key yet
+    if (!r.ok()) {
+      // Gone (a Redis restarted empty, a failover to another): what comes
+      // next is new, whatever its ids (another server's clock may be
+      // behind this one's).
+      if (absl::StrContains(r.status().message(), "no such key")) f.last = StreamId{};
+      continue;
+    }
     const TrimMarks marks = parse_trim_marks(r->get());
+    if (marks.last_generated && *marks.last_generated < f.last) f.last = StreamId{};  // the same
+    // The fleet's history before this replica started is not promised.
+    if (f.fleet && f.last == StreamId{}) continue;
     if (!missed_after(marks, f.last)) continue;
     if (absl::Status s = catch_up(f, marks); !s.ok()) return s;
   }
@@ -157,7 +179,8 @@ inline absl::Status Engine::check_trims() {
 }
 
 // After missing entries: the model's snapshot when it is newer than what
-// was read, then on from there. What no snapshot covers is lost (a gap).
+// was read, then on from there. Without one, reading goes on from the
+// first entry left, and what was trimmed may be lost (a gap).
 inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
   if (!f.fleet) {
     absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(f.model);
@@ -181,7 +204,7 @@ inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
   bump(c_.gaps);
   c_.set_error(absl::StrCat("stream ", f.key, " was trimmed past ", f.last.to_string(),
                             " before it was read"));
-  if (marks.max_deleted) f.last = std::max(f.last, *marks.max_deleted);
+  if (marks.first_entry) f.last = std::max(f.last, before(*marks.first_entry));
   return absl::OkStatus();
 }
 
@@ -198,11 +221,10 @@ inline absl::Status Engine::write_snapshots() {
     const std::string id = f.last.to_string();
     const std::string fleet = streams_[0].last.to_string();
     const std::string now = absl::StrCat(unix_ms());
-    const absl::Status s =
-        soft(conn_
-                 .command({"HSET", keys_.snapshot(f.model), "id", id, "fleet", fleet, "source",
-                           o_.replica, "time", now, "data", *bytes})
-                 .status());
+    absl::Status s = soft(writer_
+                              .command({"HSET", keys_.snapshot(f.model), "id", id, "fleet", fleet,
+                                        "source", o_.replica, "time", now, "data", *bytes})
+                              .status());
     if (!s.ok()) return s;
     f.snapshot_at = f.last;
     bump(c_.snapshots_written);
@@ -211,34 +233,78 @@ inline absl::Status Engine::write_snapshots() {
   return absl::OkStatus();
 }
 
-// One XREAD over every stream followed, from the last id read in each.
-inline absl::Status Engine::read(std::chrono::milliseconds block) {
+// One XREAD over every stream followed, from the last id read in each,
+// sent now and taken when its reply comes (read_turn).
+inline absl::Status Engine::send_read() {
   const std::string count = absl::StrCat(o_.read_count);
-  const std::string ms = absl::StrCat(block.count());
+  const std::string ms = absl::StrCat(o_.read_block.count());
   std::vector<std::string> ids;
   ids.reserve(streams_.size());
   for (const Followed& f : streams_) ids.push_back(f.last.to_string());
   std::vector<std::string_view> args = {"XREAD", "COUNT", count, "BLOCK", ms, "STREAMS"};
   for (const Followed& f : streams_) args.push_back(f.key);
   for (const std::string& id : ids) args.push_back(id);
-  absl::StatusOr<Reply> r = conn_.command(std::span<const std::string_view>(args));
+  if (absl::Status s = reader_.send(args); !s.ok()) return s;
+  read_pending_ = true;
+  read_sent_ = SteadyClock::now();
+  return absl::OkStatus();
+}
+
+// Waits for the read's reply until the next periodic work is due (a flush
+// at the latest), and applies it when it came. A reply later than
+// read_block plus command_timeout means the server hangs: Unavailable.
+inline absl::Status Engine::read_turn() {
+  if (!read_pending_) {
+    // A reader that stalled (slow hooks, a busy host) may have been passed
+    // by trimming anywhere; look before reading on.
+    if (read_sent_ != SteadyClock::time_point{} &&
+        SteadyClock::now() - read_sent_ > o_.load_interval + 2 * o_.read_block) {
+      for (Followed& f : streams_) f.check_trim = true;
+    }
+    if (absl::Status s = check_trims(); !s.ok()) return s;
+    if (absl::Status s = send_read(); !s.ok()) return s;
+  }
+  SteadyClock::time_point due = std::min(next_flush_, next_load_);
+  if (o_.snapshot_interval.count() > 0) due = std::min(due, next_snapshot_);
+  const SteadyClock::time_point now = SteadyClock::now();
+  const auto wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(due - now),
+                               std::chrono::milliseconds(0), o_.flush_interval);
+  pollfd p{reader_.fd(), POLLIN, 0};
+  const int n = ::poll(&p, 1, static_cast<int>(wait.count()));
+  if (n == 0 || (n < 0 && errno == EINTR)) {
+    if (SteadyClock::now() - read_sent_ <= o_.read_block + o_.command_timeout) {
+      return absl::OkStatus();
+    }
+    reader_.close();
+    return absl::UnavailableError("XREAD: no reply within read_block + command_timeout");
+  }
+  read_pending_ = false;
+  absl::StatusOr<Reply> r = reader_.receive("XREAD");
   if (!r.ok()) return r.status();
+  take_read(r->get());
+  return absl::OkStatus();
+}
+
+inline void Engine::take_read(const redisReply* reply) {
   bool full = false;
   bool loads = false;
-  for (const StreamEntries& se : parse_xread(r->get())) {
+  for (const StreamEntries& se : parse_xread(reply)) {
     const auto it = by_key_.find(av(se.key));
     if (it == by_key_.end()) continue;
     Followed& f = streams_[it->second];
     full = full || se.entries.size() >= o_.read_count;
+    // Many entries at once: the stream ran ahead of this reader, perhaps
+    // far enough to be trimmed past it.
+    const std::size_t kept = f.fleet ? o_.fleet_max_len : o_.stream_max_len;
+    if (se.entries.size() * 2 >= std::min(o_.read_count, kept)) f.check_trim = true;
     for (const Entry& e : se.entries) {
-      if (e.id <= f.last) continue;
+      if (e.id <= f.last) continue;  // a snapshot restored meanwhile covers it
       loads = handle(e, f) || loads;
       f.last = e.id;
     }
   }
   if (loads) apply_loads();
   if (!full) mark_caught_up();
-  return absl::OkStatus();
 }
 
 // Applies one entry; whether it carried another replica's load.

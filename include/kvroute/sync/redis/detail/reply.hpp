@@ -47,7 +47,8 @@ struct StreamId {
   std::uint64_t ms = 0;
   std::uint64_t seq = 0;
 
-  friend auto operator<=>(const StreamId&, const StreamId&) = default;
+  friend auto operator<=>(const StreamId&,
+                          const StreamId&) = default;  // NOLINT(modernize-use-nullptr)
   std::string to_string() const { return absl::StrCat(ms, "-", seq); }
 
   static std::optional<StreamId> parse(std::string_view s) {
@@ -140,30 +141,54 @@ inline const redisReply* flat_field(const redisReply* r, std::string_view name) 
   return nullptr;
 }
 
-// What XINFO STREAM says of trimming. Redis 7 reports the greatest id ever
-// deleted (max_deleted); older servers only the first entry left.
+// What XINFO STREAM says of trimming: the first entry left, and (Redis 7)
+// how many entries were ever added and the greatest id deleted. Redis 7.0
+// moves max-deleted-entry-id on XDEL only, not when MAXLEN trims, so the
+// first entry left is what tells of trimming.
 struct TrimMarks {
+  std::optional<StreamId> last_generated;  // the greatest id the stream ever had
   std::optional<StreamId> max_deleted;
   std::optional<StreamId> first_entry;
+  std::optional<std::uint64_t> entries_added;
+  std::optional<std::uint64_t> length;
 };
+
+inline std::optional<std::uint64_t> integer_of(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_INTEGER || r->integer < 0) return std::nullopt;
+  return static_cast<std::uint64_t>(r->integer);
+}
 
 inline TrimMarks parse_trim_marks(const redisReply* r) {
   TrimMarks m;
+  if (const redisReply* g = flat_field(r, "last-generated-id")) {
+    m.last_generated = StreamId::parse(text(g));
+  }
   if (const redisReply* d = flat_field(r, "max-deleted-entry-id")) {
     m.max_deleted = StreamId::parse(text(d));
   }
   const redisReply* first = flat_field(r, "first-entry");
   if (is_array(first, 1)) m.first_entry = StreamId::parse(text(first->element[0]));
+  m.entries_added = integer_of(flat_field(r, "entries-added"));
+  m.length = integer_of(flat_field(r, "length"));
   return m;
 }
 
-// Whether entries after `read` were deleted before they were read.
+// Whether entries after `read` may have been deleted before they were read.
+// Nothing read yet: whether any entry was ever deleted. Else: whether
+// `read` itself is gone (the first entry left is past it), which is
+// certain when entries after it went too, and a false alarm when `read`
+// was the last to go (it then costs a snapshot read).
 inline bool missed_after(const TrimMarks& m, StreamId read) {
-  if (m.max_deleted) return *m.max_deleted > read;
-  // Without max-deleted-entry-id: a first entry past `read` means at least
-  // `read` itself went, and perhaps more (a false alarm only costs a
-  // snapshot read).
+  if (read == StreamId{}) return m.entries_added && m.length && *m.entries_added > *m.length;
+  if (m.max_deleted && *m.max_deleted > read) return true;
   return m.first_entry && *m.first_entry > read;
+}
+
+// The greatest id before `id`: reading after it starts at `id`.
+inline StreamId before(StreamId id) {
+  if (id.seq > 0) return {id.ms, id.seq - 1};
+  if (id.ms > 0) return {id.ms - 1, UINT64_MAX};
+  return id;
 }
 
 // A snapshot's hash (HGETALL): the stream id it covers, the fleet stream's
