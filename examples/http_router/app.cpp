@@ -89,10 +89,25 @@ void upkeep(net::steady_timer& timer, Fleet& fleet) {
   });
 }
 
+// The policy's configuration. Replicas sharing state must not make the
+// same random choices at the same moments (ties, random fallbacks), which
+// one default seed would make them do: unless --seed names one, each
+// replica's seed comes from its name (FNV-1a, the same at every restart).
+kvroute::PolicyConfig policy_config(const Flags& f) {
+  kvroute::PolicyConfig c = f.policy;
+  if (!f.redis_url.empty() && c.seed == kvroute::PolicyConfig{}.seed) {
+    const std::string name = f.replica_name.empty() ? replica_name(f) : f.replica_name;
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (const char ch : name) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+    c.seed = h;
+  }
+  return c;
+}
+
 }  // namespace
 
 int run_router(const Flags& f) {
-  absl::StatusOr<kvroute::AnyPolicy> policy = kvroute::make_policy(f.policy);
+  absl::StatusOr<kvroute::AnyPolicy> policy = kvroute::make_policy(policy_config(f));
   if (!policy.ok()) fail_start(std::string(policy.status().message()));
   const std::string policy_name(policy->name());
   Fleet fleet(*std::move(policy), breaker_options(f));

@@ -193,32 +193,13 @@ class LeastPrefill {
                                 healthy, [&c](const Worker& w) { return queued(c, w); }, rng_),
                             Branch::kCacheMiss);
     }
-    // Each healthy worker's matched length and the recency of its deepest
-    // matched claim (the feedback ticket), from one walk down the text's
-    // path that stamps nobody (visit_path: a worker's match ends at the
-    // deepest path node it holds), so the tree's recency keeps following
-    // real placements. Pools beyond kStackWorkers peek one by one.
+    // Pools beyond kStackWorkers peek one by one (score, below).
     const std::size_t n = healthy.size();
     std::size_t lens[kStackWorkers];
     std::uint64_t tickets[kStackWorkers];
-    std::size_t input = 0;  // the text's length in units, as the tree counts
-    if (n > kStackWorkers) {
-      input = text_units(r.text);
-    } else {
-      std::fill(lens, lens + n, std::size_t{0});
-      std::fill(tickets, tickets + n, std::uint64_t{0});
-      input = tree->visit_path(r.text,
-                               [&](const RadixCandidates& holders, std::size_t matched) noexcept {
-                                 for (RadixCandidate x : holders) {
-                                   const std::size_t i = index_of(healthy, x.tenant);
-                                   if (i < n) {
-                                     lens[i] = matched;
-                                     tickets[i] = x.recency;
-                                   }
-                                 }
-                               })
-                  .input;
-    }
+    // The text's length in units, as the tree counts.
+    const std::size_t input =
+        n > kStackWorkers ? text_units(r.text) : walk(*tree, r.text, healthy, lens, tickets);
     auto score = [&](std::size_t i, std::size_t& len, std::uint64_t& ticket) noexcept {
       if (n <= kStackWorkers) {
         len = lens[i];
@@ -307,7 +288,7 @@ class LeastPrefill {
     if (e.claims > 0) {
       hub_.emit_forgot(request.model, decision.worker->url, request.text,
                        static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt),
-                       request.text.size());
+                       decision.claimed);
     }
     return e;
   }
@@ -367,6 +348,31 @@ class LeastPrefill {
   const Options& options() const noexcept { return opt_; }
 
  private:
+  // Each healthy worker's matched length and the recency of its deepest
+  // matched claim (the feedback ticket) into lens and tickets (healthy's
+  // size, at most kStackWorkers), from one walk down the text's path that
+  // stamps nobody (visit_path: a worker's match ends at the deepest path
+  // node it holds), so the tree's recency keeps following real placements.
+  // Returns the text's length in units.
+  template <class Healthy>
+  static std::size_t walk(ApproxRadixTree& tree, std::string_view text, const Healthy& healthy,
+                          std::size_t* lens, std::uint64_t* tickets) noexcept {
+    const std::size_t n = healthy.size();
+    std::fill(lens, lens + n, std::size_t{0});
+    std::fill(tickets, tickets + n, std::uint64_t{0});
+    return tree
+        .visit_path(text,
+                    [&](const RadixCandidates& holders, std::size_t matched) noexcept {
+                      for (RadixCandidate x : holders) {
+                        const std::size_t i = index_of(healthy, x.tenant);
+                        if (i < n) {
+                          lens[i] = matched;
+                          tickets[i] = x.recency;
+                        }
+                      }
+                    })
+        .input;
+  }
   static constexpr std::size_t kStackWorkers = 256;
 
   // The index of tenant `t` in `healthy` (ascending ids), or healthy.size().

@@ -71,7 +71,7 @@ inline std::uint64_t chunk_key(std::string_view chunk, std::uint32_t i) noexcept
   using chunk_detail::read64;
   const char* p = chunk.data();
   std::uint64_t lane[4];
-  for (int j = 0; j < 4; ++j) {
+  for (std::size_t j = 0; j < 4; ++j) {
     const char* q = p + 32 * j;
     lane[j] = fold(read64(q) ^ kK[2 * j], read64(q + 8) ^ kK[2 * j + 1]) ^
               fold(read64(q + 16) ^ kK[(2 * j + 2) & 7], read64(q + 24) ^ kK[(2 * j + 3) & 7]);
@@ -118,7 +118,7 @@ class TextChunks {
   std::uint64_t key(std::size_t i) const noexcept { return keys_[i]; }
   // Requires compute_from(i).
   std::span<const std::uint64_t> keys_from(std::size_t i) const noexcept {
-    return std::span<const std::uint64_t>(keys_.data() + i, n_ - i);
+    return {keys_.data() + i, n_ - i};
   }
 
  private:

@@ -75,7 +75,7 @@ const noexcept {
   std::vector<Frame> stack;
   Node* root = const_cast<Node*>(&root_);
   root->lock.lock_shared();
-  const bool go_on = visit(std::size_t{0}, sequence_type(root->data(), 0), candidates(*root));
+  const bool go_on = visit(std::size_t{0}, sequence_type(), candidates(*root));
   root->lock.unlock_shared();
   if (!go_on) return ExportStatus::kStopped;
   try {

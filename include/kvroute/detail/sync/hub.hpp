@@ -94,7 +94,9 @@ class SyncHub {
   }
 
   // Feedback: `worker` no longer holds `text` past byte `kept`, up to byte
-  // `claimed`.
+  // `claimed`, what the tree claimed it had before this request. What the
+  // request itself brought past that is in the server's cache now, and the
+  // other replicas keep it, as this one does.
   void emit_forgot(std::string_view model, std::string_view worker, std::string_view text,
                    std::size_t kept, std::size_t claimed) noexcept {
     sync::StateSink* s = sink();
@@ -131,36 +133,18 @@ class SyncHub {
   // Applies a change from another replica (or another source of state).
   sync::Applied apply(const sync::Change& change, const WorkerSnapshot& snapshot,
                       ModelTrees& trees) noexcept {
-    return std::visit(
-        [&](const auto& c) noexcept -> sync::Applied {
-          using T = std::decay_t<decltype(c)>;
-          if constexpr (std::is_same_v<T, sync::Pin>) {
-            return sync::Applied::kNotShared;  // manual's
-          } else if constexpr (std::is_same_v<T, sync::WorkerGone>) {
-            const Worker* w = snapshot.find_url(c.worker);
-            if (w == nullptr) return sync::Applied::kUnknownWorker;
-            trees.for_each([id = w->id.value](ApproxRadixTree& t) { t.remove_tenant(id); });
-            MutexLock lock(&mu_);
-            for (auto& [model, index] : indexes_) index->remove_worker(w->id.value);
-            return sync::Applied::kApplied;
-          } else {
-            if (c.scheme != sync::KeyScheme::kTextChunks) return sync::Applied::kUnknownScheme;
-            const Worker* w = snapshot.find_url(c.worker);
-            if (w == nullptr || (!w->model.empty() && w->model != c.model)) {
-              return sync::Applied::kUnknownWorker;
-            }
-            sync::RemoteIndex* index = index_for(c.model);
-            if (index == nullptr) return sync::Applied::kOutOfMemory;
-            if constexpr (std::is_same_v<T, sync::Placement>) {
-              if (!index->add(w->id.value, c.keys)) return sync::Applied::kOutOfMemory;
-              receiving_.store(true, std::memory_order_relaxed);
-            } else {
-              index->remove(w->id.value, c.keys);
-            }
-            return sync::Applied::kApplied;
-          }
-        },
-        change);
+    if (const auto* gone = std::get_if<sync::WorkerGone>(&change)) {
+      const Worker* w = snapshot.find_url(gone->worker);
+      if (w == nullptr) return sync::Applied::kUnknownWorker;
+      trees.for_each([id = w->id.value](ApproxRadixTree& t) { t.remove_tenant(id); });
+      MutexLock lock(&mu_);
+      for (auto& [model, index] : indexes_) index->remove_worker(w->id.value);
+      return sync::Applied::kApplied;
+    }
+    if (const auto* p = std::get_if<sync::Placement>(&change))
+      return apply_keys(*p, true, snapshot);
+    if (const auto* f = std::get_if<sync::Forget>(&change)) return apply_keys(*f, false, snapshot);
+    return sync::Applied::kNotShared;  // a Pin: manual's
   }
 
   // Keys held from other replicas, over every model.
@@ -188,6 +172,25 @@ class SyncHub {
       if (back + 1 < len) return s.substr(0, n - 1);
     }
     return s;
+  }
+
+  // A placement (`add`) or a forget of chunk keys, for one worker.
+  template <class Keys>
+  sync::Applied apply_keys(const Keys& c, bool add, const WorkerSnapshot& snapshot) noexcept {
+    if (c.scheme != sync::KeyScheme::kTextChunks) return sync::Applied::kUnknownScheme;
+    const Worker* w = snapshot.find_url(c.worker);
+    if (w == nullptr || (!w->model.empty() && w->model != c.model)) {
+      return sync::Applied::kUnknownWorker;
+    }
+    sync::RemoteIndex* index = index_for(c.model);
+    if (index == nullptr) return sync::Applied::kOutOfMemory;
+    if (!add) {
+      index->remove(w->id.value, c.keys);
+      return sync::Applied::kApplied;
+    }
+    if (!index->add(w->id.value, c.keys)) return sync::Applied::kOutOfMemory;
+    receiving_.store(true, std::memory_order_relaxed);
+    return sync::Applied::kApplied;
   }
 
   sync::RemoteIndex* find_index(std::string_view model) const noexcept {

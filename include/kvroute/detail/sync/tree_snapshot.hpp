@@ -265,7 +265,7 @@ inline sync::RestoreResult apply_tree(const TreeSnapshotView& v, ApproxRadixTree
   std::string text(static_cast<std::size_t>(v.longest_path), '\0');
   for (std::uint32_t ci : order) {
     const TreeSnapshotView::Claim& c = v.claims[ci];
-    std::size_t pos = static_cast<std::size_t>(v.nodes[c.node].path_len);
+    auto pos = static_cast<std::size_t>(v.nodes[c.node].path_len);
     const std::size_t len = pos;
     for (std::uint32_t n = c.node; n != 0; n = v.nodes[n].parent) {
       const std::string_view f = v.nodes[n].fragment;
