@@ -208,7 +208,7 @@ inline absl::StatusOr<RedisAddress> parse_redis_url(std::string_view url) {
   return bad_url(url, "has an unknown scheme (redis://, unix:// or redis+unix://)");
 }
 
-// See replicator.hpp for what each setting does; docs/replicas-redis.md
+// See replicator.hpp for what each setting does; docs/replicas.md
 // lists them with the keys and the failure modes.
 struct RedisReplicatorOptions {
   std::string url = "redis://127.0.0.1:6379";

@@ -68,7 +68,7 @@
 // stats() and wait_until_caught_up() from any. The hooks are called on the
 // replicator's thread only.
 //
-// Example (a host wiring it to a Router; docs/replicas-redis.md):
+// Example (a host wiring it to a Router; docs/replicas.md):
 //
 //   kvroute::sync::Outbox outbox;
 //   router.policy().set_state_sink(&outbox);
