@@ -27,7 +27,8 @@ using kvroute::sync::kChunkBytes;
 
 std::string text_of(std::size_t n, char seed) {
   std::string s(n, ' ');
-  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (seed + i * 7 + i / 13) % 26);
+  for (std::size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>('a' + (static_cast<std::size_t>(seed) + i * 7 + i / 13) % 26);
   return s;
 }
 

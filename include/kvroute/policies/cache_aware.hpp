@@ -242,7 +242,7 @@ class CacheAware {
     if (e.claims > 0) {
       hub_.emit_forgot(request.model, decision.worker->url, request.text,
                        static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt),
-                       decision.claimed);
+                       request.text.size());
     }
     return e;
   }

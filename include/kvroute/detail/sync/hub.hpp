@@ -93,10 +93,12 @@ class SyncHub {
     s->placed(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
   }
 
-  // Feedback: `worker` no longer holds `text` past byte `kept`, up to byte
-  // `claimed`, what the tree claimed it had before this request. What the
-  // request itself brought past that is in the server's cache now, and the
-  // other replicas keep it, as this one does.
+  // Feedback: `worker` no longer holds `text` past byte `kept`. The policies
+  // pass the whole text as `claimed`: the other replicas forget the text's
+  // chunks past `kept` on that worker, the ones this request brought too,
+  // and learn where it went from its next placement. Forgetting only up to
+  // what the tree claimed before the request keeps more hits on saturated
+  // servers but herds a busy fleet onto stale credit (docs/replicas.md).
   void emit_forgot(std::string_view model, std::string_view worker, std::string_view text,
                    std::size_t kept, std::size_t claimed) noexcept {
     sync::StateSink* s = sink();
