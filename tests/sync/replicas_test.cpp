@@ -46,9 +46,7 @@ struct Replica {
   std::uint64_t seq = 0;
 
   Replica(std::string n, std::vector<std::string> urls, std::uint64_t seed)
-      : Replica(std::move(n), std::move(urls), replica_options<P>(seed)) {}
-  Replica(std::string n, std::vector<std::string> urls, typename P::Options options)
-      : name(std::move(n)), router(std::move(options)) {
+      : name(std::move(n)), router(replica_options<P>(seed)) {
     for (const std::string& u : urls) REQUIRE(router.add_worker({.url = u}).ok());
     router.policy().set_state_sink(&outbox);
   }
