@@ -66,11 +66,15 @@ kvroute::RetryOptions retry_options(const Flags& f) {
 }
 
 // The replica's default name: the host's name and the router's port, the
-// same across restarts of one replica.
+// same across restarts of one replica. With --port 0 the port is not known
+// yet and would name every such replica on the host alike (each would take
+// the others' changes for its own and skip them): the process id stands in.
 std::string replica_name(const Flags& f) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host[0] != '\0' ? host : "router") + ":" + std::to_string(f.port);
+  const std::string base(host[0] != '\0' ? host : "router");
+  if (f.port == 0) return base + ":pid-" + std::to_string(getpid());
+  return base + ":" + std::to_string(f.port);
 }
 
 void announce(const char* what, const std::string& host, std::uint16_t port) {

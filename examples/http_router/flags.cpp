@@ -233,7 +233,8 @@ std::vector<Spec> replica_specs() {
          return absl::OkStatus();
        }},
       {"replica-name", Kind::kValue, "HOSTNAME:PORT",
-       "this replica's name, unique in the fleet and kept across restarts",
+       "this replica's name, unique in the fleet and kept across restarts (with --port 0: "
+       "HOSTNAME:pid-PID)",
        [](Flags& f, std::string_view v) -> absl::Status {
          if (v.empty() || v.size() > 256) return bad("replica-name", v, "must be 1-256 bytes");
          f.replica_name = std::string(v);

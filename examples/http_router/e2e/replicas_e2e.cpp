@@ -243,3 +243,23 @@ TEST_CASE("replicas: Redis killed under load fails no request, and the replicas 
   CHECK(before.failures + during.failures + after.failures == 0);
   CHECK(after.hit_rate() > 0.5);
 }
+
+TEST_CASE("replicas: two replicas on --port 0 with default names see each other",
+          "[http_router][e2e][replicas]") {
+  kvroute_test::RedisServer redis;
+  if (!redis.available()) {
+    WARN("redis-server not found: skipped (sh cmake/install-deps.sh installs it)");
+    return;
+  }
+  const Procs workers = mocks(2);
+  Procs routers;
+  for (int i = 0; i < 2; ++i) {
+    routers.push_back(kve2e::router(
+        workers, {"--redis-url", redis.url(), "--sync-flush-ms", "10", "--disable-health-check"}));
+  }
+  // One replica's load reaches the other only if their names differ (a
+  // replica skips what carries its own name).
+  for (const auto& r : routers) {
+    CHECK(kve2e::eventually([&] { return sync_metric(*r, "kvroute_sync_peers") == 1.0; }, 10s));
+  }
+}
