@@ -52,6 +52,25 @@ TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis
   CHECK(r.redis.command({"SISMEMBER", "kvroute:models", ""}) == "(integer) 1");
 }
 
+TEST_CASE("redis replicas: stop() sends what was emitted since the last flush", "[redis]") {
+  kvroute_test::RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  auto o = kvroute_test::fast_options("a", redis.url());
+  o.flush_interval = std::chrono::minutes(10);  // after the first, only stop() flushes
+  Node a(o);
+  Node b(kvroute_test::fast_options("b", redis.url()));
+  a.start();
+  b.start();
+  const std::string t = text_of(7);
+  const std::string url = a.route(t);
+  std::this_thread::sleep_for(200ms);
+  CHECK(b.stats().changes_applied == 0);  // nothing was flushed yet
+  a.replicator.stop();
+  CHECK(a.stats().batches_sent >= 1);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  CHECK(b.hits(t, url));
+}
+
 TEST_CASE("redis replicas: loads travel, and a silent replica's expire", "[redis]") {
   kvroute_test::TwoReplicas r;
   if (!r.start()) return;

@@ -122,9 +122,10 @@ class RedisReplicator {
   // twice.
   absl::Status start();
 
-  // Stops the thread and closes the connection; returns within about
-  // connect_timeout even when Redis hangs. Idempotent. What is still in the
-  // Outbox stays there.
+  // Sends what the policy emitted since the last flush (when connected),
+  // then stops the thread and closes the connection; returns within about
+  // connect_timeout even when Redis hangs. Idempotent. What could not be
+  // sent stays in the Outbox.
   void stop();
 
   Stats stats() const;

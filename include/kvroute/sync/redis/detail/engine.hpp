@@ -103,9 +103,12 @@ class Engine {
     wait_cv_.notify_all();
     if (!thread_.joinable()) return;
     // A command waiting on a hung server returns as soon as its socket is
-    // shut down; a connection opened after one interrupt needs another.
+    // shut down; a connection opened after one interrupt needs another. The
+    // writer is left alone until connect_timeout has passed: run() sends
+    // what was emitted since the last flush before it ends.
+    const SteadyClock::time_point cut_writer = SteadyClock::now() + o_.connect_timeout;
     while (!finished_.load()) {
-      writer_.interrupt();
+      if (SteadyClock::now() >= cut_writer) writer_.interrupt();
       reader_.interrupt();
       std::unique_lock<std::mutex> lock(wait_mu_);
       wait_cv_.wait_for(lock, std::chrono::milliseconds(5), [this] { return finished_.load(); });
@@ -244,6 +247,14 @@ inline void Engine::run() {
     }
     if (!writer_.is_open() || !reader_.is_open()) c_.connected.store(false);
     if (!stopping_.load()) wait(backoff_.next());
+  }
+  // A graceful stop: what the policy emitted since the last flush goes out
+  // while the writer's connection is up (stop() cuts it at connect_timeout).
+  if (writer_.is_open()) {
+    try {
+      (void)flush();
+    } catch (const std::exception&) {  // out of memory: what is left stays in the Outbox
+    }
   }
   writer_.close();
   reader_.close();
