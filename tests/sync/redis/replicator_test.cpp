@@ -53,12 +53,12 @@ TEST_CASE("redis replicas: a placement on one reaches the other's tree", "[redis
 }
 
 TEST_CASE("redis replicas: stop() sends what was emitted since the last flush", "[redis]") {
-  kvroute_test::RedisServer redis;
+  RedisServer redis;
   KVROUTE_REQUIRE_REDIS(redis);
-  auto o = kvroute_test::fast_options("a", redis.url());
+  auto o = fast_options("a", redis.url());
   o.flush_interval = std::chrono::minutes(10);  // after the first, only stop() flushes
   Node a(o);
-  Node b(kvroute_test::fast_options("b", redis.url()));
+  Node b(fast_options("b", redis.url()));
   a.start();
   b.start();
   const std::string t = text_of(7);
