@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "kvroute/sync/change.hpp"
 #include "support/cluster.hpp"
 
 using kvroute::ApproxRadixTree;
@@ -153,6 +154,29 @@ TEST_CASE("least_prefill: feedback corrects the tree and the queued work", "[lea
   CHECK(g.tokens() == 100);
   // A decision without a worker is ignored.
   CHECK(lp.report_cached(req, kvroute::Decision::none(Branch::kNoWorkers), 0).claims == 0);
+}
+
+TEST_CASE("least_prefill: among replicas, feedback corrects the queued work only",
+          "[least_prefill][sync]") {
+  Cluster c(1);
+  LeastPrefill lp(opts());
+  // Another replica's placement arrives: this tree no longer sees every
+  // request its worker gets, so its recency is not the server's LRU order.
+  const kvroute::sync::Applied applied = lp.apply_change(
+      kvroute::sync::Placement{"", c.url(0), 0, {1, 2, 3}}, *c.workers.snapshot());
+  REQUIRE(applied == kvroute::sync::Applied::kApplied);
+  const std::string old_text = "an older conversation";
+  const std::string text(400, 'k');
+  const kvroute::RequestView req{.text = text};
+  c.select(lp, {.text = old_text});
+  c.select(lp, req);
+  const kvroute::Decision d = c.select(lp, req);
+  REQUIRE(d.claimed == 400);
+  LoadGuard g = c.load.dispatch(d.worker->id, {.tokens = lp.predicted_tokens(req, d)});
+  // The same report as above: the queue learns it, the tree is left as it was.
+  CHECK(lp.report_cached(req, d, 0, -1, &g).claims == 0);
+  CHECK(g.tokens() == 400);
+  CHECK(lp.tree("")->match_for_tenant(old_text, d.worker->id.value).matched == old_text.size());
 }
 
 TEST_CASE("least_prefill: predicted tokens saturate instead of overflowing", "[least_prefill]") {

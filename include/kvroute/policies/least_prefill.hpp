@@ -62,7 +62,13 @@
 // held less than claimed, feedback.hpp, the worker's claims as old as the
 // one used are dropped, as CacheAware::report_cached does) and, when given
 // the request's LoadGuard, the queued work (the guard then carries the real
-// uncached tokens).
+// uncached tokens). Once the policy receives other replicas' state
+// (apply_change), feedback corrects the queued work only: the cut by
+// recency stands for the server's LRU order only when the tree has seen
+// every request its servers were sent, and a replica's has not, so the cut
+// would also drop prefixes that other replicas keep warm on that server;
+// least_prefill, which weighs every worker's claim, routes worse for it
+// (docs/replicas.md).
 //
 // Eviction: each worker's share of a tree is kept within max_tree_size
 // characters by reactive eviction on insert, and a sweep every
@@ -265,7 +271,8 @@ class LeastPrefill {
   // Feedback for a request this policy routed: the server had
   // `cached_tokens` tokens of its prompt cached. Corrects the tree (when it
   // claimed more than that, feedback.hpp, the worker's claims as old as the
-  // one used or older are dropped) and, with `guard`, the queued work: the
+  // one used or older are dropped; never once other replicas' state
+  // arrives, as the header says) and, with `guard`, the queued work: the
   // guard then carries the real uncached tokens (`prompt_tokens` as in
   // predicted_tokens). Returns what was dropped from the tree. Never throws;
   // a decision from another policy is ignored.
@@ -277,6 +284,7 @@ class LeastPrefill {
       guard->set_tokens(
           whole_tokens(prompt_total(request, prompt_tokens) - static_cast<double>(cached_tokens)));
     }
+    if (hub_.receiving()) return {};  // a replica among others: the header says why
     const double cpt = claim_chars_per_token(request.text, prompt_tokens, cpt_);
     if (decision.claimed == 0 ||
         !claim_evicted(decision.claimed, cached_tokens, cpt, opt_.feedback_tolerance)) {

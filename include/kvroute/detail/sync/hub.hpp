@@ -59,9 +59,11 @@ class SyncHub {
   sync::StateSink* sink() const noexcept { return sink_.load(std::memory_order_acquire); }
 
   // Whether a selection has anything to do here.
-  bool active() const noexcept {
-    return sink() != nullptr || receiving_.load(std::memory_order_relaxed);
-  }
+  bool active() const noexcept { return sink() != nullptr || receiving(); }
+  // Whether a placement from another replica (or another source) was ever
+  // applied here: the tree no longer learns from this policy's own
+  // selections alone.
+  bool receiving() const noexcept { return receiving_.load(std::memory_order_relaxed); }
 
   // Before a selection reads `tree`: folds in the deepest prefix of the
   // text that other replicas placed and this tree has not seen yet.
