@@ -20,6 +20,7 @@ standard library is used.
 """
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -108,7 +109,8 @@ def main():
         ap.error("--seeds must be at least 1")
     with ThreadPoolExecutor(max_workers=max(1, a.j)) as pool:
         per_seed = list(pool.map(lambda s: run(a.sim, args, s), range(1, seeds + 1)))
-    print("kvroute_sim %s, --compare-replicas, seeds 1-%d" % (" ".join(args), seeds))
+    shown = [os.path.basename(args[0])] + args[1:]  # the trace's name, not where it lies
+    print("kvroute_sim %s, --compare-replicas, seeds 1-%d" % (" ".join(shown), seeds))
     print(report(per_seed))
 
 
