@@ -162,8 +162,8 @@ TEST_CASE("least_prefill: among replicas, feedback corrects the queued work only
   LeastPrefill lp(opts());
   // Another replica's placement arrives: this tree no longer sees every
   // request its worker gets, so its recency is not the server's LRU order.
-  const kvroute::sync::Applied applied = lp.apply_change(
-      kvroute::sync::Placement{"", c.url(0), 0, {1, 2, 3}}, *c.workers.snapshot());
+  const kvroute::sync::Applied applied =
+      lp.apply_change(kvroute::sync::Placement{"", c.url(0), 0, {1, 2, 3}}, *c.workers.snapshot());
   REQUIRE(applied == kvroute::sync::Applied::kApplied);
   const std::string old_text = "an older conversation";
   const std::string text(400, 'k');
