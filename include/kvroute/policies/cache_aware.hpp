@@ -241,8 +241,7 @@ class CacheAware {
                                   decision.ticket, cached_tokens, cpt);
     if (e.claims > 0) {
       hub_.emit_forgot(request.model, decision.worker->url, request.text,
-                       static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt),
-                       request.text.size());
+                       static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt));
     }
     return e;
   }

@@ -295,8 +295,7 @@ class LeastPrefill {
     EvictResult e = tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
     if (e.claims > 0) {
       hub_.emit_forgot(request.model, decision.worker->url, request.text,
-                       static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt),
-                       request.text.size());
+                       static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt));
     }
     return e;
   }

@@ -95,17 +95,15 @@ class SyncHub {
     s->placed(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
   }
 
-  // Feedback: `worker` no longer holds `text` past byte `kept`. The policies
-  // pass the whole text as `claimed`: the other replicas forget the text's
-  // chunks past `kept` on that worker, the ones this request brought too,
-  // and learn where it went from its next placement. Forgetting only up to
-  // what the tree claimed before the request keeps more hits on saturated
-  // servers but herds a busy fleet onto stale credit (docs/replicas.md).
+  // Feedback: `worker` no longer holds `text` past byte `kept`. The other
+  // replicas forget the text's chunks past `kept` on that worker, the ones
+  // this request brought included: its next placement says where the text
+  // went.
   void emit_forgot(std::string_view model, std::string_view worker, std::string_view text,
-                   std::size_t kept, std::size_t claimed) noexcept {
+                   std::size_t kept) noexcept {
     sync::StateSink* s = sink();
     if (s == nullptr) return;
-    sync::TextChunks chunks(text.substr(0, std::min(claimed, text.size())));
+    sync::TextChunks chunks(text);
     const std::size_t first = kept / sync::kChunkBytes;
     if (first >= chunks.size() || !chunks.compute_from(first)) return;
     s->forgot(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
