@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,16 @@ LeastPrefill::Options opts(double queue_weight = 1.0) {
   return {.chars_per_token = 1.0,
           .queue_weight = queue_weight,
           .eviction_interval = std::chrono::nanoseconds(0)};
+}
+
+// The feedback tests' start: an older conversation, then `req` routed twice;
+// the second decision, which claims all of `req`'s text.
+constexpr std::string_view kOldText = "an older conversation";
+kvroute::Decision route_older_then_twice(Cluster& c, LeastPrefill& lp,
+                                         const kvroute::RequestView& req) {
+  c.select(lp, {.text = kOldText});
+  c.select(lp, req);
+  return c.select(lp, req);
 }
 }  // namespace
 
@@ -129,12 +140,9 @@ TEST_CASE("least_prefill: equal seeds give equal choices", "[least_prefill]") {
 TEST_CASE("least_prefill: feedback corrects the tree and the queued work", "[least_prefill]") {
   Cluster c(1);
   LeastPrefill lp(opts());
-  const std::string old_text = "an older conversation";
   const std::string text(400, 'k');
   const kvroute::RequestView req{.text = text};
-  c.select(lp, {.text = old_text});
-  c.select(lp, req);
-  const kvroute::Decision d = c.select(lp, req);
+  const kvroute::Decision d = route_older_then_twice(c, lp, req);
   REQUIRE(d.claimed == 400);
   CHECK(lp.predicted_tokens(req, d) == 0);
   CHECK(lp.predicted_tokens(req, d, 450) == 50);
@@ -146,7 +154,7 @@ TEST_CASE("least_prefill: feedback corrects the tree and the queued work", "[lea
   CHECK(dropped.claims > 0);
   CHECK(g.tokens() == 400);
   CHECK(c.load.in_flight_tokens(d.worker->id) == 400);
-  CHECK(lp.tree("")->match_for_tenant(old_text, d.worker->id.value).matched == 0);
+  CHECK(lp.tree("")->match_for_tenant(kOldText, d.worker->id.value).matched == 0);
   CHECK(lp.tree("")->match_for_tenant(text, d.worker->id.value).matched == 400);
   // A report of as much as claimed drops nothing but still sets the queue.
   const kvroute::Decision again = c.select(lp, req);
@@ -165,18 +173,15 @@ TEST_CASE("least_prefill: among replicas, feedback corrects the queued work only
   const kvroute::sync::Applied applied =
       lp.apply_change(kvroute::sync::Placement{"", c.url(0), 0, {1, 2, 3}}, *c.workers.snapshot());
   REQUIRE(applied == kvroute::sync::Applied::kApplied);
-  const std::string old_text = "an older conversation";
   const std::string text(400, 'k');
   const kvroute::RequestView req{.text = text};
-  c.select(lp, {.text = old_text});
-  c.select(lp, req);
-  const kvroute::Decision d = c.select(lp, req);
+  const kvroute::Decision d = route_older_then_twice(c, lp, req);
   REQUIRE(d.claimed == 400);
   LoadGuard g = c.load.dispatch(d.worker->id, {.tokens = lp.predicted_tokens(req, d)});
   // The same report as above: the queue learns it, the tree is left as it was.
   CHECK(lp.report_cached(req, d, 0, -1, &g).claims == 0);
   CHECK(g.tokens() == 400);
-  CHECK(lp.tree("")->match_for_tenant(old_text, d.worker->id.value).matched == old_text.size());
+  CHECK(lp.tree("")->match_for_tenant(kOldText, d.worker->id.value).matched == kOldText.size());
 }
 
 TEST_CASE("least_prefill: predicted tokens saturate instead of overflowing", "[least_prefill]") {
