@@ -16,6 +16,20 @@
 # Targets: the router keeps at least 70% of the direct throughput and adds at
 # most 1 ms to p99.
 #
+# Reference: where nginx is installed (Debian's nginx-light; cmake/
+# install-deps.sh --ci), a third run goes through nginx as a plain reverse
+# proxy in front of the same workers (as many worker processes as the router
+# has I/O threads; keep-alive upstream connections; no routing logic), so
+# that the router's figures sit beside what a mature C proxy costs on the
+# same machine in the same run. --no-reference skips it.
+#
+# Threads: every process of the run gets one by default (wrk -t1, the mock
+# workers, the router, nginx). wrk, the workers and the proxy share the
+# machine's cores here, where in a deployment the router has its own: a
+# second router thread on two cores only competes with wrk and the workers
+# for time slices, which shows as added p99. --threads sets the router's
+# (and nginx's) count.
+#
 #   benchmarks/router_overhead.sh [options]
 #     --build-dir DIR      a Release build with kvroute_http_router
 #                          (default build/bench; configured and built if missing)
@@ -23,7 +37,10 @@
 #     --workers N          mock workers (default 1)
 #     --service-ms "A B"   the workers' reply times to run (default "0 5")
 #     --policy NAME        the router's policy (default cache_aware)
-#     --router-args "..."  more flags for the router (e.g. "--threads 1")
+#     --threads N          the router's I/O threads and nginx's worker
+#                          processes (default 1)
+#     --router-args "..."  more flags for the router
+#     --no-reference       no nginx run
 #
 # Everything runs on 127.0.0.1 and is stopped on exit. Direct: N wrk
 # processes, 64/N connections each, one per worker (throughputs summed, the
@@ -38,6 +55,8 @@ workers=1
 service_list="0 5"
 policy=cache_aware
 router_args=""
+reference=nginx
+threads=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -45,13 +64,21 @@ while [ $# -gt 0 ]; do
     --workers) workers=$2; shift 2 ;;
     --service-ms) service_list=$2; shift 2 ;;
     --policy) policy=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
     --router-args) router_args=$2; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --no-reference) reference=""; shift ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "router_overhead: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 
 command -v wrk > /dev/null || { echo "router_overhead: needs wrk (apt-get install wrk)" >&2; exit 1; }
+nginx_bin=""
+if [ -n "$reference" ]; then
+  nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2> /dev/null || true)
+  [ -n "$nginx_bin" ] ||
+    echo "router_overhead: nginx not found (apt-get install nginx-light): no reference run" >&2
+fi
 bin=$build/examples/http_router/kvroute_http_router
 if [ ! -x "$bin" ]; then
   cmake --preset bench > /dev/null
@@ -109,6 +136,47 @@ run_wrk() {
     sed 's/^RESULT //'
 }
 
+# Starts nginx as a reverse proxy in front of "$@" (worker URLs); sets $port.
+# nginx cannot report a port it chose, so a free one is taken from the kernel
+# first.
+start_nginx() {
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local dir=$tmp/nginx servers=""
+  mkdir -p "$dir"
+  for url in "$@"; do servers="$servers    server ${url#http://};"$'\n'; done
+  cat > "$dir/nginx.conf" << CONF
+worker_processes $threads;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log error;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/body;
+  proxy_temp_path $dir/proxy;
+  upstream workers {
+$servers    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://workers;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+CONF
+  "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" 2> "$dir/start.log" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    if (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null; then return; fi
+    sleep 0.05
+  done
+  echo "router_overhead: nginx did not start: $(cat "$dir/start.log" "$dir/error.log" 2> /dev/null)" >&2
+  exit 1
+}
+
 stop_all() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2> /dev/null || true; done
   wait 2> /dev/null || true
@@ -116,7 +184,7 @@ stop_all() {
 }
 
 echo "router overhead: wrk -t1, 64 keep-alive connections, ${duration} s per run," \
-  "$workers mock workers, policy $policy ${router_args}"
+  "$workers mock workers, policy $policy, $threads router threads ${router_args}"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //');" \
   "load average $(cut -d' ' -f1-3 /proc/loadavg);" \
   "compiler: $(grep -m1 CMAKE_CXX_COMPILER: "$build/CMakeCache.txt" | sed 's/.*=//')" \
@@ -133,7 +201,8 @@ for service_ms in $service_list; do
     urls+=("http://127.0.0.1:$port")
   done
   # shellcheck disable=SC2086
-  start --port 0 --worker-urls "${urls[@]}" --policy "$policy" --log-level error $router_args
+  start --port 0 --worker-urls "${urls[@]}" --policy "$policy" --threads "$threads" \
+    --log-level error $router_args
   router_port=$port
 
   # Warm up both paths (connections, caches, trees).
@@ -152,6 +221,11 @@ for service_ms in $service_list; do
   direct_p99=$(cat "$tmp"/direct.* | awk '$2 > m {m = $2} END {printf "%.3f", m}')
   direct_err=$(cat "$tmp"/direct.* | awk '{s += $4} END {print s + 0}')
   read -r routed_rps routed_p99 _ routed_err <<< "$(run_wrk "http://127.0.0.1:$router_port" 64)"
+  if [ -n "$nginx_bin" ]; then
+    start_nginx "${urls[@]}"
+    wrk -t1 -c8 -d1s -s "$tmp/chat.lua" "http://127.0.0.1:$port" > /dev/null
+    read -r nginx_rps nginx_p99 _ nginx_err <<< "$(run_wrk "http://127.0.0.1:$port" 64)"
+  fi
   stop_all
 
   label="${service_ms} ms"
@@ -164,4 +238,10 @@ for service_ms in $service_list; do
     printf "  %-10s throughput kept %.1f%% (>= 70%%: %s), p99 added %.3f ms (<= 1 ms: %s)\n",
            "", 100 * ratio, kept, added, fast
   }'
+  if [ -n "$nginx_bin" ]; then
+    printf '  %-10s %-16s %12s %10s %8s\n' "" "through nginx" "$nginx_rps" "$nginx_p99" "$nginx_err"
+    awk -v d="$direct_rps" -v r="$nginx_rps" -v dp="$direct_p99" -v rp="$nginx_p99" 'BEGIN {
+      printf "  %-10s reference: nginx keeps %.1f%%, adds %.3f ms to p99\n", "", 100 * r / d, rp - dp
+    }'
+  fi
 done

@@ -40,6 +40,13 @@
 #   libclang-rt-14-dev                      the sanitizer and libFuzzer runtimes
 #   libbenchmark-dev                        the bench preset (Google Benchmark)
 #   wrk                                     the router's overhead benchmark
+#   nginx-light                             that benchmark's reference: the same
+#                                           load through a mature C reverse
+#                                           proxy, in the same run. The package
+#                                           enables a web server on port 80:
+#                                           this script disables it again where
+#                                           systemd runs (the benchmark starts
+#                                           its own, on a free port)
 #   prometheus                              promtool, which checks the metrics
 #                                           exposition. Debian ships it only
 #                                           with the Prometheus server, whose
@@ -49,7 +56,7 @@
 set -eu
 
 packages="g++ cmake ninja-build pkg-config libabsl-dev libfmt-dev catch2 nlohmann-json3-dev zlib1g-dev libboost1.81-dev python3-dev pybind11-dev python3-pytest libhiredis-dev redis-server python3-pip python3-venv python3-setuptools python3-wheel"
-ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus wrk"
+ci_packages="clang clang-format clang-tidy libclang-rt-14-dev libbenchmark-dev prometheus wrk nginx-light"
 
 case "${1:-}" in
   "") ;;
@@ -68,10 +75,14 @@ if [ -n "$missing" ]; then
   echo "kvroute: installing$missing"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
+  # shellcheck disable=SC2086 # $missing is a list of package names
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
-  for service in prometheus redis-server; do
-    case "$missing" in
-      *" $service"*)
+  # package:service, for the packages that enable a service on install
+  for pair in prometheus:prometheus redis-server:redis-server nginx-light:nginx; do
+    package=${pair%%:*}
+    service=${pair#*:}
+    case "$missing " in
+      *" $package "*)
         if command -v systemctl > /dev/null 2>&1 && [ -d /run/systemd/system ]; then
           $sudo systemctl disable --now "$service" > /dev/null 2>&1 || true
         fi
