@@ -2,9 +2,12 @@
 #include "http_router/router_handler.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "http_router/admin.hpp"
 #include "http_router/body_check.hpp"
+#include "http_router/fast_body.hpp"
 #include "http_router/headers.hpp"
 #include "http_router/log.hpp"
 #include "http_router/proxy_call.hpp"
@@ -60,14 +63,20 @@ void RouterHandler::generate(const std::shared_ptr<Session>& s, Request req,
                              std::string_view path) {
   ProxyRequest p;
   p.request_id = request_id_for(req, ctx_.flags.request_id_headers);
-  const nlohmann::json body = nlohmann::json::parse(req.body(), nullptr, false);
-  if (body.is_discarded()) return reply_400(ctx_, s, req, "body: not valid JSON", p.request_id);
-  if (auto err = check_body(path, body)) {
-    return reply_400(ctx_, s, req, err->message(), p.request_id);
+  if (std::optional<FastChat> fast = fast_chat_body(path, req.body())) {
+    p.text = std::move(fast->text);
+    p.model = std::move(fast->model);
+    p.stream = fast->stream;
+  } else {  // the full path: every shape, and the errors that name a field
+    const nlohmann::json body = nlohmann::json::parse(req.body(), nullptr, false);
+    if (body.is_discarded()) return reply_400(ctx_, s, req, "body: not valid JSON", p.request_id);
+    if (auto err = check_body(path, body)) {
+      return reply_400(ctx_, s, req, err->message(), p.request_id);
+    }
+    p.text = routing_text(path, body);
+    if (body.contains("model")) p.model = body["model"].get<std::string>();
+    p.stream = body.contains("stream") && body["stream"].get<bool>();
   }
-  p.text = routing_text(path, body);
-  if (body.contains("model")) p.model = body["model"].get<std::string>();
-  p.stream = body.contains("stream") && body["stream"].get<bool>();
   prepare_for_worker(req, p.request_id);
   p.upstream = std::make_shared<Request>(std::move(req));
   log_debug("request {} {} model '{}' stream {}", p.request_id, path, p.model, p.stream);

@@ -9,7 +9,10 @@
 //   * the routing text is valid UTF-8 and no longer than the body allows;
 //   * a cache report has 0 <= cached <= prompt (or no prompt);
 //   * the same bytes as a worker's SSE stream give a report with that
-//     property too.
+//     property too;
+//   * where the chat fast path (fast_body.hpp) answers, the full path
+//     accepts the body and gives the same routing text, model and stream
+//     flag.
 // Any failure prints what failed and aborts.
 //
 //   cmake --preset fuzz && cmake --build --preset fuzz --target kvroute_request_text_fuzz
@@ -24,6 +27,7 @@
 #include <string_view>
 
 #include "http_router/body_check.hpp"
+#include "http_router/fast_body.hpp"
 #include "http_router/request_text.hpp"
 #include "http_router/sse.hpp"
 #include "http_router/worker_report.hpp"
@@ -75,6 +79,21 @@ void check_body_text(std::string_view path, std::string_view raw, const nlohmann
   if (text.size() > 16 * raw.size() + 16) fail("routing text longer than the body", path, raw);
 }
 
+// The fast path answers only where the full path agrees with it.
+void check_fast_path(std::string_view path, std::string_view raw, const nlohmann::json& body) {
+  const std::optional<kvexample::FastChat> fast = kvexample::fast_chat_body(path, raw);
+  if (!fast) return;
+  if (body.is_discarded()) fail("fast path accepts a body that is not valid JSON", path, raw);
+  if (kvexample::check_body(path, body))
+    fail("fast path accepts a body check_body refuses", path, raw);
+  if (fast->text != kvexample::routing_text(path, body)) fail("fast path text differs", path, raw);
+  const std::string model = body.contains("model") ? body["model"].get<std::string>() : "";
+  if (fast->model != model) fail("fast path model differs", path, raw);
+  if (fast->stream != (body.contains("stream") && body["stream"].get<bool>())) {
+    fail("fast path stream flag differs", path, raw);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -84,6 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view path = kPaths[data[0] % 3];
   const std::string_view raw(reinterpret_cast<const char*>(data + 1), size - 1);
   const nlohmann::json body = nlohmann::json::parse(raw, nullptr, false);
+  check_fast_path(path, raw, body);
   if (!body.is_discarded()) {
     check_body_text(path, raw, body);
     if (!consistent(kvexample::reported_cache(body))) fail("cache report out of range", path, raw);
