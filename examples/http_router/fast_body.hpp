@@ -18,8 +18,9 @@
 // which says what is wrong. tests/fuzz/request_text_fuzz.cpp checks that
 // agreement on every input it makes.
 //
-// Thread safety: one simdjson parser per thread (its buffers grow to the
-// largest body it read, hence the size limit).
+// Thread safety: one simdjson parser per thread. Its buffers grow to the
+// largest body it read and stay, hence the size limit: at most about 4 MB
+// per I/O thread.
 //
 // Example:
 //
