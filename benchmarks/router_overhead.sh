@@ -138,7 +138,7 @@ run_wrk() {
 
 # Starts nginx as a reverse proxy in front of "$@" (worker URLs); sets $port.
 # nginx cannot report a port it chose, so a free one is taken from the kernel
-# first.
+# first. Every path it writes is under $tmp, so that it runs as any user.
 start_nginx() {
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local dir=$tmp/nginx servers=""
@@ -154,6 +154,9 @@ http {
   access_log off;
   client_body_temp_path $dir/body;
   proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fastcgi;
+  scgi_temp_path $dir/scgi;
+  uwsgi_temp_path $dir/uwsgi;
   upstream workers {
 $servers    keepalive 64;
   }
