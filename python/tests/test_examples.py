@@ -32,8 +32,14 @@ def test_dp_dispatcher_prints_the_hit_rate_difference():
     assert set(rates) == {"round_robin", "cache_aware", "least_prefill"}
     assert rates["cache_aware"] > rates["round_robin"] + 0.15
     assert rates["least_prefill"] > rates["round_robin"] + 0.15
-    diff = rates["cache_aware"] - rates["round_robin"]
-    assert f"cache_aware vs round_robin: hit rate {diff:+.3f}" in out
+    line = re.search(r"^cache_aware vs round_robin: hit rate ([+-]\d\.\d{3}) "
+                     r"\((0\.\d{3}) against (0\.\d{3})\)$", out, re.M)
+    assert line, out
+    assert float(line.group(2)) == rates["cache_aware"]
+    assert float(line.group(3)) == rates["round_robin"]
+    # The difference is printed from the unrounded rates: within the three
+    # roundings of the printed ones.
+    assert abs(float(line.group(1)) - (rates["cache_aware"] - rates["round_robin"])) <= 0.0015
 
 
 def test_dp_dispatcher_options():
