@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include "http_router/cache_feedback.hpp"
+#include "http_router/fast_body.hpp"
 #include "http_router/headers.hpp"
 #include "http_router/log.hpp"
 
@@ -207,10 +209,16 @@ void ProxyCall::reply_failure() {
 
 void ProxyCall::reply_collected() {
   if (feedback_) {
-    const nlohmann::json j = nlohmann::json::parse(body_, nullptr, false);
-    if (auto r = reported_cache(j)) {
-      feed_back(*r);
-    } else if (malformed_report(j)) {
+    FastReport got;
+    if (std::optional<FastReport> fast = fast_reply_report(body_)) {
+      got = *fast;
+    } else {  // the full path
+      const nlohmann::json j = nlohmann::json::parse(body_, nullptr, false);
+      got = {reported_cache(j), malformed_report(j)};
+    }
+    if (got.report) {
+      feed_back(*got.report);
+    } else if (got.malformed) {
       ctx_.stats.malformed_responses.inc();
     }
   }

@@ -12,7 +12,8 @@
 //     property too;
 //   * where the chat fast path (fast_body.hpp) answers, the full path
 //     accepts the body and gives the same routing text, model and stream
-//     flag.
+//     flag; where the reply fast path answers, the same report and the
+//     same verdict on a malformed one.
 // Any failure prints what failed and aborts.
 //
 //   cmake --preset fuzz && cmake --build --preset fuzz --target kvroute_request_text_fuzz
@@ -94,6 +95,19 @@ void check_fast_path(std::string_view path, std::string_view raw, const nlohmann
   }
 }
 
+void check_fast_report(std::string_view path, std::string_view raw, const nlohmann::json& body) {
+  const std::optional<kvexample::FastReport> fast = kvexample::fast_reply_report(raw);
+  if (!fast) return;
+  const std::optional<kvexample::CacheReport> full = kvexample::reported_cache(body);
+  if (fast->report.has_value() != full.has_value() ||
+      (full && (fast->report->cached != full->cached || fast->report->prompt != full->prompt))) {
+    fail("reply fast path report differs", path, raw);
+  }
+  if (fast->malformed != kvexample::malformed_report(body)) {
+    fail("reply fast path malformed verdict differs", path, raw);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -104,6 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view raw(reinterpret_cast<const char*>(data + 1), size - 1);
   const nlohmann::json body = nlohmann::json::parse(raw, nullptr, false);
   check_fast_path(path, raw, body);
+  check_fast_report(path, raw, body);
   if (!body.is_discarded()) {
     check_body_text(path, raw, body);
     if (!consistent(kvexample::reported_cache(body))) fail("cache report out of range", path, raw);

@@ -89,3 +89,55 @@ TEST_CASE("http_router: the chat fast path leaves every other body to the full p
   CHECK_FALSE(kvexample::fast_chat_body(kChat, big));
   CHECK(full_path(big).text.size() == kvexample::kFastBodyMaxBytes);
 }
+
+TEST_CASE("http_router: the reply fast path reads cache reports as worker_report.hpp does",
+          "[http_router]") {
+  for (
+      std::string_view body : {
+          R"({"usage":{"prompt_tokens":30,"prompt_tokens_details":{"cached_tokens":12}}})",
+          R"({"meta_info":{"cached_tokens":5,"prompt_tokens":9},"usage":{"prompt_tokens":1}})",
+          R"({"meta_info":{"cached_tokens":"5"},"usage":{"prompt_tokens_details":{"cached_tokens":2}}})",
+          R"({"meta_info":{"cached_tokens":"5"}})",
+          R"({"meta_info":{"cached_tokens":9,"prompt_tokens":5}})",
+          R"({"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":-1}}})",
+          R"({"usage":{"prompt_tokens_details":{"cached_tokens":2.0}}})",
+          R"({"usage":{"prompt_tokens_details":null}})",
+          R"({"choices":[{"message":{"content":"ok"}}]})",
+          R"([1,2])",
+      }) {
+    INFO(body);
+    const std::optional<kvexample::FastReport> fast = kvexample::fast_reply_report(body);
+    REQUIRE(fast);
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    const std::optional<kvexample::CacheReport> full = kvexample::reported_cache(j);
+    REQUIRE(fast->report.has_value() == full.has_value());
+    if (full) {
+      CHECK(fast->report->cached == full->cached);
+      CHECK(fast->report->prompt == full->prompt);
+    }
+    CHECK(fast->malformed == kvexample::malformed_report(j));
+  }
+  const auto fast = kvexample::fast_reply_report(
+      R"({"usage":{"prompt_tokens":30,"prompt_tokens_details":{"cached_tokens":12}}})");
+  REQUIRE(fast);
+  REQUIRE(fast->report);
+  CHECK(fast->report->cached == 12);
+  CHECK(fast->report->prompt == 30);
+  CHECK_FALSE(fast->malformed);
+}
+
+TEST_CASE("http_router: the reply fast path leaves repeated keys and bad JSON to the full path",
+          "[http_router]") {
+  for (std::string_view body : {
+           R"({"usage":{},"usage":{"prompt_tokens_details":{"cached_tokens":1}}})",
+           R"({"meta_info":{"cached_tokens":1,"cached_tokens":2}})",
+           R"({"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2}}})",
+           R"({"usage":{"prompt_tokens":1,"prompt_tokens":2,"prompt_tokens_details":{}}})",
+           R"({"usage":)",
+           "\xEF\xBB\xBF{}",  // a byte order mark: nlohmann skips it, simdjson does not
+       }) {
+    INFO(body);
+    CHECK_FALSE(kvexample::fast_reply_report(body));
+  }
+  CHECK_FALSE(kvexample::fast_reply_report(std::string(kvexample::kFastBodyMaxBytes + 1, ' ')));
+}
