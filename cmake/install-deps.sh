@@ -12,14 +12,15 @@
 #   libabsl-dev                             the library's one dependency
 #   libfmt-dev catch2                       the tests and examples
 #   nlohmann-json3-dev                      JSON in the simulator and the HTTP router
-#   libsimdjson-dev                         the HTTP router's fast path for chat
-#                                           bodies: with nlohmann alone, parsing
-#                                           the request was about a fifth of the
-#                                           router's CPU per request; simdjson
-#                                           validates as strictly at a fraction
-#                                           of the cost, where a hand-written
-#                                           scanner would be new untested parsing
-#                                           of untrusted input
+#   libsimdjson-dev                         the HTTP router's fast paths for chat
+#                                           bodies and workers' replies: with
+#                                           nlohmann alone, parsing the request
+#                                           was about a fifth of the router's
+#                                           CPU per request; simdjson validates
+#                                           as strictly at a fraction of the
+#                                           cost, where a hand-written scanner
+#                                           would be new untested parsing of
+#                                           untrusted input
 #   zlib1g-dev                              gzip traces in the simulator
 #   libboost1.81-dev                        the HTTP router example: Boost.Beast
 #                                           and Asio, an established asynchronous

@@ -80,13 +80,14 @@ void check_body_text(std::string_view path, std::string_view raw, const nlohmann
   if (text.size() > 16 * raw.size() + 16) fail("routing text longer than the body", path, raw);
 }
 
-// The fast path answers only where the full path agrees with it.
+// The chat fast path answers only where the full path agrees with it.
 void check_fast_path(std::string_view path, std::string_view raw, const nlohmann::json& body) {
   const std::optional<kvexample::FastChat> fast = kvexample::fast_chat_body(path, raw);
   if (!fast) return;
   if (body.is_discarded()) fail("fast path accepts a body that is not valid JSON", path, raw);
-  if (kvexample::check_body(path, body))
+  if (kvexample::check_body(path, body)) {
     fail("fast path accepts a body check_body refuses", path, raw);
+  }
   if (fast->text != kvexample::routing_text(path, body)) fail("fast path text differs", path, raw);
   const std::string model = body.contains("model") ? body["model"].get<std::string>() : "";
   if (fast->model != model) fail("fast path model differs", path, raw);
@@ -95,6 +96,7 @@ void check_fast_path(std::string_view path, std::string_view raw, const nlohmann
   }
 }
 
+// So does the reply fast path (`raw` read as a worker's whole reply).
 void check_fast_report(std::string_view path, std::string_view raw, const nlohmann::json& body) {
   const std::optional<kvexample::FastReport> fast = kvexample::fast_reply_report(raw);
   if (!fast) return;
