@@ -44,6 +44,7 @@
 #include <string>
 #include <string_view>
 
+#include "http_router/request_text.hpp"
 #include "http_router/worker_report.hpp"
 
 namespace kvexample {
@@ -66,41 +67,6 @@ struct FastChat {
 
 namespace fast_body_detail {
 
-// Appends `part` to `out` as request_text.hpp's join does.
-inline void join(std::string& out, std::string_view part) {
-  if (part.empty()) return;
-  if (!out.empty()) out.push_back(' ');
-  out += part;
-}
-
-// A string or null (nullopt: neither, or a key given twice). `seen` tracks
-// repeats: nlohmann keeps the last of a repeated key, simdjson's lookups
-// the first, so a repeat leaves the answer to the full path.
-inline bool string_or_null(const simdjson::dom::element& v, bool& seen, std::string_view& out) {
-  if (seen) return false;
-  seen = true;
-  if (v.is_null()) return true;
-  return v.get_string().get(out) == simdjson::SUCCESS;
-}
-
-// One message's text into `out`: content, then reasoning_content.
-inline bool message(const simdjson::dom::element& m, std::string& out) {
-  simdjson::dom::object obj;
-  if (m.get_object().get(obj) != simdjson::SUCCESS) return false;
-  bool has_content = false, has_reasoning = false;
-  std::string_view content, reasoning;
-  for (const simdjson::dom::key_value_pair field : obj) {
-    if (field.key == "content") {
-      if (!string_or_null(field.value, has_content, content)) return false;
-    } else if (field.key == "reasoning_content") {
-      if (!string_or_null(field.value, has_reasoning, reasoning)) return false;
-    }
-  }
-  join(out, content);
-  join(out, reasoning);
-  return true;
-}
-
 // `body` parsed by the thread's parser (in a copy padded as simdjson
 // needs), or nullopt. Valid until the thread's next parse.
 inline std::optional<simdjson::dom::element> parse(std::string_view body) {
@@ -114,8 +80,7 @@ inline std::optional<simdjson::dom::element> parse(std::string_view body) {
   return root;
 }
 
-// A field of an object that worker_report.hpp reads: absent, or present
-// once.
+// A field of an object the full path reads: absent, or present once.
 struct Field {
   bool present = false;
   simdjson::dom::element value{};
@@ -127,7 +92,9 @@ template <std::size_t N>
 using Fields = std::array<Field, N>;
 
 // The fields `names` of `v`, none when `v` is not an object (as nlohmann's
-// contains() finds none there); nullopt when one of them is given twice.
+// contains() finds none there); nullopt when one of them is given twice
+// (nlohmann keeps the last of a repeated key, a lookup here would find the
+// first, so a repeat is the full path's to read).
 template <std::size_t N>
 std::optional<Fields<N>> fields_of(const simdjson::dom::element& v, const Names<N>& names) {
   Fields<N> out{};
@@ -141,6 +108,27 @@ std::optional<Fields<N>> fields_of(const simdjson::dom::element& v, const Names<
     }
   }
   return out;
+}
+
+// A string or null field of a chat body: its text ("" when absent or
+// null), or false for another type.
+inline bool string_or_null(const Field& f, std::string_view& out) {
+  if (!f.present || f.value.is_null()) return true;
+  return f.value.get_string().get(out) == simdjson::SUCCESS;
+}
+
+// One message's text into `out`, as routing_text joins it: content, then
+// reasoning_content. False where the full path must decide.
+inline bool message(const simdjson::dom::element& m, std::string& out) {
+  if (!m.is_object()) return false;
+  const auto f = fields_of(m, Names<2>{"content", "reasoning_content"});
+  std::string_view content, reasoning;
+  if (!f || !string_or_null((*f)[0], content) || !string_or_null((*f)[1], reasoning)) {
+    return false;
+  }
+  join(out, content);
+  join(out, reasoning);
+  return true;
 }
 
 // worker_report_detail::count's rule: a non-negative integer up to 2^62.
@@ -189,38 +177,27 @@ inline std::optional<FastReport> fast_reply_report(std::string_view body) {
 // The routing text, model and stream flag of a chat completion's `body`,
 // or nullopt where the full path must decide (see the header comment).
 inline std::optional<FastChat> fast_chat_body(std::string_view path, std::string_view body) {
-  using fast_body_detail::message;
+  namespace d = fast_body_detail;
   if (path != "/v1/chat/completions") return std::nullopt;
-  const std::optional<simdjson::dom::element> root = fast_body_detail::parse(body);
-  simdjson::dom::object top;
-  if (!root || root->get_object().get(top) != simdjson::SUCCESS) return std::nullopt;
-
+  const std::optional<simdjson::dom::element> root = d::parse(body);
+  if (!root || !root->is_object()) return std::nullopt;
+  const auto f = d::fields_of(*root, d::Names<3>{"model", "stream", "messages"});
+  if (!f) return std::nullopt;
+  const auto& [model, stream, messages] = *f;
   FastChat out;
-  bool has_model = false, has_stream = false, has_messages = false;
-  simdjson::dom::array messages;
-  for (const simdjson::dom::key_value_pair field : top) {
-    if (field.key == "model") {
-      std::string_view model;
-      if (has_model || field.value.get_string().get(model) != simdjson::SUCCESS) {
-        return std::nullopt;
-      }
-      has_model = true;
-      out.model = model;
-    } else if (field.key == "stream") {
-      if (has_stream || field.value.get_bool().get(out.stream) != simdjson::SUCCESS) {
-        return std::nullopt;
-      }
-      has_stream = true;
-    } else if (field.key == "messages") {
-      if (has_messages || field.value.get_array().get(messages) != simdjson::SUCCESS) {
-        return std::nullopt;
-      }
-      has_messages = true;
-    }
+  if (model.present) {
+    std::string_view name;
+    if (model.value.get_string().get(name) != simdjson::SUCCESS) return std::nullopt;
+    out.model = name;
   }
-  if (has_messages) {
-    for (const simdjson::dom::element m : messages) {
-      if (!message(m, out.text)) return std::nullopt;
+  if (stream.present && stream.value.get_bool().get(out.stream) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  if (messages.present) {
+    simdjson::dom::array list;
+    if (messages.value.get_array().get(list) != simdjson::SUCCESS) return std::nullopt;
+    for (const simdjson::dom::element m : list) {
+      if (!d::message(m, out.text)) return std::nullopt;
     }
   }
   return out;

@@ -20,7 +20,7 @@
 namespace kvexample {
 
 // Appends `part` to `out`, space-separated, skipping empty parts.
-inline void join(std::string& out, const std::string& part) {
+inline void join(std::string& out, std::string_view part) {
   if (part.empty()) return;
   if (!out.empty()) out.push_back(' ');
   out += part;
