@@ -13,11 +13,11 @@
 #   libfmt-dev catch2                       the tests and examples
 #   nlohmann-json3-dev                      JSON in the simulator and the HTTP router
 #   libsimdjson-dev                         the HTTP router's fast paths for chat
-#                                           bodies and workers' replies: with
-#                                           nlohmann alone, parsing the request
-#                                           was about a fifth of the router's
-#                                           CPU per request; simdjson validates
-#                                           as strictly at a fraction of the
+#                                           bodies and workers' replies: parsing
+#                                           them is the largest single part of
+#                                           the router's own work per request,
+#                                           and simdjson validates as strictly
+#                                           as nlohmann at a fraction of the
 #                                           cost, where a hand-written scanner
 #                                           would be new untested parsing of
 #                                           untrusted input

@@ -8,8 +8,8 @@
 // objects whose `content` is a string or null and whose
 // `reasoning_content` is a string or null), and a worker's whole reply,
 // for its cached-token report. simdjson validates the whole document as
-// nlohmann does but parses many times faster: with nlohmann alone, parsing
-// the request was about a fifth of the router's CPU per request
+// nlohmann does but parses many times faster, and parsing the bodies is
+// the largest single part of the router's own work per request
 // (docs/router.md, "Overhead").
 //
 // Each answers only where the full path would give the same answer (for a
