@@ -3,12 +3,13 @@
 # connections, against the mock workers directly and then through
 # kvroute_http_router in front of the same workers, with the same requests
 # (OpenAI chat completions, 64 conversations of about 1 KB each). Prints
-# each run's throughput and p99 latency and the ratios, for two kinds of
-# worker:
+# each run's throughput and p99 latency and the ratios, and the CPU time each
+# proxy spent per request it passed on, for two kinds of worker:
 #
 #   instant   the mock replies at once (--mock-service-ms 0): every process
 #             is CPU-bound, so the throughput ratio is the router's CPU cost
-#             per request against the workers' and wrk's own;
+#             per request against the workers' and wrk's own, and moves with
+#             the scheduler from run to run; the CPU per request is steadier;
 #   5 ms      the mock takes 5 ms per reply, on a timer (--mock-service-ms 5),
 #             like a real model server: the machine is not saturated, so the
 #             p99 difference is the latency the router adds.
@@ -130,6 +131,31 @@ done = function(summary, latency, requests)
 end
 EOF
 
+# The CPU time, in clock ticks, that the processes "$@" and their children
+# (nginx's workers) have used: utime + stime from /proc/PID/stat.
+cpu_ticks() {
+  local p all=("$@")
+  for p in "$@"; do
+    # shellcheck disable=SC2207
+    all+=($(ps -o pid= --ppid "$p" 2> /dev/null || true))
+  done
+  for p in "${all[@]}"; do awk '{print $14 + $15}' "/proc/$p/stat" 2> /dev/null || true; done |
+    awk '{s += $1} END {print s + 0}'
+}
+
+# PID URL CONNECTIONS -> "rps p99_ms requests errors cpu_us_per_request", the
+# CPU being PID's (and its children's) during the run.
+run_wrk_cpu() {
+  local before after result
+  before=$(cpu_ticks "$1")
+  result=$(run_wrk "$2" "$3")
+  after=$(cpu_ticks "$1")
+  awk -v r="$result" -v a="$before" -v b="$after" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+    split(r, f, " ")
+    printf "%s %.1f\n", r, (f[3] > 0 ? (b - a) / hz * 1e6 / f[3] : 0)
+  }'
+}
+
 # wrk URL CONNECTIONS -> "rps p99_ms requests errors"
 run_wrk() {
   wrk -t1 -c"$2" -d"${duration}s" --latency -s "$tmp/chat.lua" "$1" 2>&1 | grep '^RESULT' |
@@ -193,7 +219,8 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*
   "compiler: $(grep -m1 CMAKE_CXX_COMPILER: "$build/CMakeCache.txt" | sed 's/.*=//')" \
   "$($(grep -m1 CMAKE_CXX_COMPILER: "$build/CMakeCache.txt" | sed 's/.*=//') --version | head -1)," \
   "$(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | sed 's/.*=//')"
-printf '  %-10s %-16s %12s %10s %8s\n' "worker" "" "requests/s" "p99 ms" "errors"
+printf '  %-10s %-16s %12s %10s %8s %14s\n' "worker" "" "requests/s" "p99 ms" "errors" \
+  "proxy CPU/req"
 
 for service_ms in $service_list; do
   ports=()
@@ -207,6 +234,7 @@ for service_ms in $service_list; do
   start --port 0 --worker-urls "${urls[@]}" --policy "$policy" --threads "$threads" \
     --log-level error $router_args
   router_port=$port
+  router_pid=${pids[-1]}
 
   # Warm up both paths (connections, caches, trees).
   for p in "${ports[@]}"; do wrk -t1 -c8 -d1s -s "$tmp/chat.lua" "http://127.0.0.1:$p" > /dev/null; done
@@ -223,18 +251,23 @@ for service_ms in $service_list; do
   direct_rps=$(cat "$tmp"/direct.* | awk '{s += $1} END {printf "%.1f", s}')
   direct_p99=$(cat "$tmp"/direct.* | awk '$2 > m {m = $2} END {printf "%.3f", m}')
   direct_err=$(cat "$tmp"/direct.* | awk '{s += $4} END {print s + 0}')
-  read -r routed_rps routed_p99 _ routed_err <<< "$(run_wrk "http://127.0.0.1:$router_port" 64)"
+  read -r routed_rps routed_p99 _ routed_err routed_cpu \
+    <<< "$(run_wrk_cpu "$router_pid" "http://127.0.0.1:$router_port" 64)"
   if [ -n "$nginx_bin" ]; then
     start_nginx "${urls[@]}"
+    nginx_pid=${pids[-1]}
     wrk -t1 -c8 -d1s -s "$tmp/chat.lua" "http://127.0.0.1:$port" > /dev/null
-    read -r nginx_rps nginx_p99 _ nginx_err <<< "$(run_wrk "http://127.0.0.1:$port" 64)"
+    read -r nginx_rps nginx_p99 _ nginx_err nginx_cpu \
+      <<< "$(run_wrk_cpu "$nginx_pid" "http://127.0.0.1:$port" 64)"
   fi
   stop_all
 
   label="${service_ms} ms"
   [ "$service_ms" = 0 ] && label=instant
-  printf '  %-10s %-16s %12s %10s %8s\n' "$label" "direct" "$direct_rps" "$direct_p99" "$direct_err"
-  printf '  %-10s %-16s %12s %10s %8s\n' "" "through router" "$routed_rps" "$routed_p99" "$routed_err"
+  printf '  %-10s %-16s %12s %10s %8s %14s\n' "$label" "direct" "$direct_rps" "$direct_p99" \
+    "$direct_err" "-"
+  printf '  %-10s %-16s %12s %10s %8s %11s us\n' "" "through router" "$routed_rps" "$routed_p99" \
+    "$routed_err" "$routed_cpu"
   awk -v d="$direct_rps" -v r="$routed_rps" -v dp="$direct_p99" -v rp="$routed_p99" 'BEGIN {
     ratio = r / d; added = rp - dp
     kept = (ratio >= 0.7) ? "met" : "NOT met"; fast = (added <= 1.0) ? "met" : "NOT met"
@@ -242,7 +275,8 @@ for service_ms in $service_list; do
            "", 100 * ratio, kept, added, fast
   }'
   if [ -n "$nginx_bin" ]; then
-    printf '  %-10s %-16s %12s %10s %8s\n' "" "through nginx" "$nginx_rps" "$nginx_p99" "$nginx_err"
+    printf '  %-10s %-16s %12s %10s %8s %11s us\n' "" "through nginx" "$nginx_rps" "$nginx_p99" \
+      "$nginx_err" "$nginx_cpu"
     awk -v d="$direct_rps" -v r="$nginx_rps" -v dp="$direct_p99" -v rp="$nginx_p99" 'BEGIN {
       printf "  %-10s reference: nginx keeps %.1f%%, adds %.3f ms to p99\n", "", 100 * r / d, rp - dp
     }'
