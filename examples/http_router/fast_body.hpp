@@ -131,11 +131,12 @@ inline bool message(const simdjson::dom::element& m, std::string& out) {
   return true;
 }
 
-// worker_report_detail::count's rule: a non-negative integer up to 2^62.
+// worker_report_detail::count's rule: a non-negative integer up to
+// worker_report_detail::kMaxCount.
 inline std::optional<long long> count(const Field& f) {
   if (!f.present) return std::nullopt;
   std::uint64_t u = 0;
-  if (f.value.get_uint64().get(u) == simdjson::SUCCESS && u <= (std::uint64_t{1} << 62)) {
+  if (f.value.get_uint64().get(u) == simdjson::SUCCESS && u <= worker_report_detail::kMaxCount) {
     return static_cast<long long>(u);
   }
   return std::nullopt;

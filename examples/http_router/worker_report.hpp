@@ -34,13 +34,17 @@ struct CacheReport {
 
 namespace worker_report_detail {
 
+// The largest count a report may give (fast_body.hpp's reply path reads
+// counts with the same bound).
+inline constexpr unsigned long long kMaxCount = 1ULL << 62;
+
 // obj[key] as a non-negative integer, if it is one.
 inline std::optional<long long> count(const nlohmann::json& obj, const char* key) {
   if (!obj.is_object() || !obj.contains(key)) return std::nullopt;
   const nlohmann::json& v = obj[key];
   if (v.is_number_unsigned()) {
     const auto u = v.get<unsigned long long>();
-    if (u > static_cast<unsigned long long>(1) << 62) return std::nullopt;
+    if (u > kMaxCount) return std::nullopt;
     return static_cast<long long>(u);
   }
   if (v.is_number_integer() && v.get<long long>() >= 0) return v.get<long long>();
