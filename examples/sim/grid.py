@@ -7,7 +7,10 @@ The grid: the Mooncake conversation and synthetic traces and two Claude Code
 merges (session arrival seeds 1 and 2, made by claude_code_to_mooncake.py);
 three loads each (light, busy, overloaded); 4, 8 and 16 servers; a small and
 a large KV pool per server. A load is a --speed at 8 servers, scaled with the
-server count so that each server sees the same load at every size.
+server count so that each server sees the same load at every size. Each
+configuration runs with --seeds policy seeds; its figures are the means over
+them, as one seed can decide a chaotic configuration (a small pool thrashing
+or not).
 
   examples/sim/grid.py --sim build/rel/examples/kvroute_sim \\
       --traces ../shared/traces --claude-code cc_seed1.jsonl.gz cc_seed2.jsonl.gz
@@ -58,21 +61,39 @@ def configs(traces, servers, files):
     return out
 
 
-def run(sim, cfg, extra, outdir):
+def run(sim, cfg, extra, outdir, seed, reuse):
     tag = "%s_%s_%d_%s" % (cfg["trace"], cfg["load"], cfg["servers"], cfg["cache"])
-    path = os.path.join(outdir, tag + ".json")
+    path = os.path.join(outdir, "%s_seed%d.json" % (tag, seed))
     cmd = [sim, cfg["file"], "--speed", repr(cfg["speed"]), "--servers", str(cfg["servers"]),
-           "--cache-tokens", str(cfg["cache_tokens"]), "-q", "--json", path] + extra
+           "--cache-tokens", str(cfg["cache_tokens"]), "--seed", str(seed), "-q",
+           "--json", path] + extra
     if cfg["n"]:
         cmd += ["-n", str(cfg["n"])]
     t0 = time.time()
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        sys.exit("grid: %s failed: %s" % (" ".join(cmd), done.stderr.strip()))
+    if not (reuse and os.path.exists(path)):
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.exit("grid: %s failed: %s" % (" ".join(cmd), done.stderr.strip()))
     with open(path) as f:
         result = json.load(f)
-    result["config"] = dict(cfg, tag=tag, seconds=time.time() - t0)
+    result["config"] = dict(cfg, tag=tag, seed=seed, seconds=time.time() - t0)
     return result
+
+
+METRICS = ("hit_rate", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "rejected")
+
+
+def merge(runs):
+    """One configuration's runs over the seeds: each policy's means, and the runs."""
+    names = [p["name"] for p in runs[0]["policies"]]
+    policies = []
+    for name in names:
+        each = [next(p for p in r["policies"] if p["name"] == name) for r in runs]
+        policies.append(dict({m: statistics.fmean(p.get(m, 0) for p in each) for m in METRICS},
+                             name=name))
+    config = dict(runs[0]["config"], seconds=sum(r["config"]["seconds"] for r in runs))
+    del config["seed"]
+    return {"config": config, "policies": policies, "runs": runs}
 
 
 def dist(xs):
@@ -101,6 +122,36 @@ def table(results):
         cells = [dist(rel[k]) if rel[k] else "-"
                  for k in ("ca_mean", "or_mean", "ca_p99", "or_p99", "hit", "dhit")]
         rows.append("| %s | %s |" % (name, " | ".join(cells)))
+    return "\n".join(rows)
+
+
+def by_trace(results):
+    """least_prefill against the others per trace family and pool: min-max (median)."""
+    def span(xs, fmt):
+        return "%s-%s (%s)" % (fmt % min(xs), fmt % max(xs), fmt % statistics.median(xs))
+
+    groups = {}
+    for r in results:
+        c = r["config"]
+        family = "Claude Code" if c["trace"].startswith("claude_code") else c["trace"]
+        groups.setdefault((family, c["cache"]), []).append(
+            {p["name"]: p for p in r["policies"]})
+    rows = ["| trace | pool | least_prefill / cache_aware | least_prefill / oracle "
+            "| hit - cache_aware | least_prefill / least_prefill_fixed |",
+            "|---|---|---|---|---|---|"]
+    for (family, cache), cells in groups.items():
+        cols = []
+        for other, key in (("cache_aware", "ttft_mean_s"), ("oracle", "ttft_mean_s"),
+                           ("cache_aware", "hit_rate"), ("least_prefill_fixed", "ttft_mean_s")):
+            if not all("least_prefill" in b and other in b for b in cells):
+                cols.append("-")
+            elif key == "hit_rate":
+                xs = [b["least_prefill"][key] - b[other][key] for b in cells]
+                cols.append("%+.3f to %+.3f" % (min(xs), max(xs)))
+            else:
+                cols.append(span([b["least_prefill"][key] / b[other][key] for b in cells],
+                                 "%.2f"))
+        rows.append("| %s | %s | %s |" % (family, cache, " | ".join(cols)))
     return "\n".join(rows)
 
 
@@ -139,21 +190,39 @@ def targets(results):
     if worst_oracle[1]:
         out.append("best router's mean TTFT / oracle's: min %.3f (%s on %s) [target >= 0.95]"
                    % worst_oracle)
+    if results and len(results[0]["runs"]) > 1:
+        split = [r["config"]["tag"] for r in results if seeds_disagree(r["runs"])]
+        out.append("configurations where the seeds disagree on whether least_prefill's mean "
+                   "TTFT beats cache_aware's: %d of %d%s" % (len(split), len(results),
+                                                            " (%s)" % ", ".join(split)
+                                                            if split else ""))
     return "\n".join(out)
 
 
+def seeds_disagree(runs):
+    """True when least_prefill beats cache_aware's mean TTFT with some seeds, not others."""
+    wins = set()
+    for r in runs:
+        by = {p["name"]: p for p in r["policies"]}
+        if "least_prefill" in by and "cache_aware" in by:
+            wins.add(by["least_prefill"]["ttft_mean_s"] <= by["cache_aware"]["ttft_mean_s"])
+    return len(wins) > 1
+
+
 def write_csv(results, path):
-    """One row per configuration and policy."""
+    """One row per configuration, seed and policy."""
     with open(path, "w") as f:
-        f.write("trace,load,servers,cache,speed,cache_tokens,policy,hit_rate,ttft_mean_s,"
+        f.write("trace,load,servers,cache,speed,cache_tokens,seed,policy,hit_rate,ttft_mean_s,"
                 "ttft_p50_s,ttft_p99_s,rejected\n")
-        for r in results:
-            c = r["config"]
-            for p in r["policies"]:
-                f.write("%s,%s,%d,%s,%g,%d,%s,%.4f,%.4f,%.4f,%.4f,%d\n"
-                        % (c["trace"], c["load"], c["servers"], c["cache"], c["speed"],
-                           c["cache_tokens"], p["name"], p["hit_rate"], p["ttft_mean_s"],
-                           p["ttft_p50_s"], p["ttft_p99_s"], p.get("rejected", 0)))
+        for merged in results:
+            for r in merged["runs"]:
+                c = r["config"]
+                for p in r["policies"]:
+                    f.write("%s,%s,%d,%s,%g,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%d\n"
+                            % (c["trace"], c["load"], c["servers"], c["cache"], c["speed"],
+                               c["cache_tokens"], c["seed"], p["name"], p["hit_rate"],
+                               p["ttft_mean_s"], p["ttft_p50_s"], p["ttft_p99_s"],
+                               p.get("rejected", 0)))
 
 
 def main():
@@ -163,7 +232,12 @@ def main():
     ap.add_argument("--claude-code", nargs=2, metavar=("SEED1", "SEED2"),
                     help="the two Claude Code merges (claude_code_to_mooncake.py --seed 1, 2)")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
+    ap.add_argument("--seeds", type=int, default=4,
+                    help="policy seeds per configuration, 1 to N (default 4)")
     ap.add_argument("--out", help="folder for the per-configuration JSON (default: a temp dir)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="read a run's JSON already in --out instead of running it again "
+                    "(resumes an interrupted grid with the same flags)")
     ap.add_argument("--only", help="comma-separated trace names to run")
     ap.add_argument("--csv", help="also write every configuration's results to this CSV file")
     ap.add_argument("--smoke", action="store_true", help="tiny grid on the built-in generator")
@@ -190,14 +264,23 @@ def main():
     extra = ["--policies", policies] + a.extra
     outdir = a.out or tempfile.mkdtemp(prefix="kvroute_grid_")
     os.makedirs(outdir, exist_ok=True)
+    if a.seeds < 1:
+        ap.error("--seeds must be at least 1, got %d" % a.seeds)
+    if a.reuse and not a.out:
+        ap.error("--reuse needs --out, the folder of an earlier run")
     grid = configs(traces, servers, files)
+    jobs = [(c, seed) for c in grid for seed in range(1, a.seeds + 1)]
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        results = list(pool.map(lambda c: run(a.sim, c, extra, outdir), grid))
+        runs = list(pool.map(lambda job: run(a.sim, job[0], extra, outdir, job[1], a.reuse),
+                             jobs))
     wall = time.time() - t0
-    print("%d configurations, %d at once, %.0f s (per-configuration JSON in %s)\n"
-          % (len(results), a.jobs, wall, outdir))
+    results = [merge(runs[i:i + a.seeds]) for i in range(0, len(runs), a.seeds)]
+    print("%d configurations x %d policy seeds, %d at once, %.0f s (per-run JSON in %s)\n"
+          % (len(results), a.seeds, a.jobs, wall, outdir))
     print(table(results))
+    print()
+    print(by_trace(results))
     print()
     print(targets(results))
     if a.csv:
