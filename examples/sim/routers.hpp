@@ -3,11 +3,11 @@
 // Every kvroute policy runs behind a real WorkerSet + LoadTracker +
 // select_worker (KvRouter), as a host runs it; two references no gateway
 // could implement give the scale: the oracle sees the servers' real state
-// and sends each request where the server model predicts its first token
-// soonest, and sticky keeps a session on its first server. The routers read
-// the servers through ServerView, which each server model implements.
-// KvRouter can also run as one of several replicas (ReplicaPort,
-// replicas.hpp).
+// (and on `sglang` which cached blocks later requests will use) and sends
+// each request where the server model predicts it costs least, and sticky
+// keeps a session on its first server. The routers read the servers
+// through ServerView, which each server model implements. KvRouter can also
+// run as one of several replicas (ReplicaPort, replicas.hpp).
 #ifndef KVROUTE_EXAMPLES_SIM_ROUTERS_HPP_
 #define KVROUTE_EXAMPLES_SIM_ROUTERS_HPP_
 
@@ -40,7 +40,8 @@ class ServerView {
   // Requests routed to server s and not completed.
   virtual std::int64_t in_flight(std::size_t s) const = 0;
   // The oracle's cost of sending r to server s now (lower is better): the
-  // server model's predicted time to first token, in any fixed unit.
+  // server model's predicted time to first token, in any fixed unit, and
+  // on `sglang` what the placement costs the requests behind it.
   virtual double oracle_cost(std::size_t s, const SimRequest& r, double now) const = 0;
 };
 
@@ -79,6 +80,9 @@ class SimRouter {
   virtual void advance(double /*now*/) {}
   // Adds what the router counted over the run to `res` (replicas.hpp).
   virtual void add_totals(PolicyResult& /*res*/) const {}
+  // True for a reference that may know which cached blocks requests not yet
+  // sent will use (the oracle on `sglang`): the model then keeps that count.
+  virtual bool sees_future() const { return false; }
 };
 
 // What a router needs to run as one of several replicas (replicas.hpp):
@@ -219,6 +223,7 @@ class OracleRouter final : public SimRouter {
  public:
   explicit OracleRouter(std::uint64_t seed) : rng_(seed) {}
   std::string_view name() const override { return "oracle"; }
+  bool sees_future() const override { return true; }
   Routed route(const SimRequest& r, std::string_view, double now, const ServerView& s) override {
     Routed out;
     double best = 0;

@@ -136,6 +136,15 @@ class PrefixCache {
     }
   }
 
+  // Calls f(block, tokens) on unpinned blocks, least recently used (the
+  // next evicted) first, while f returns true.
+  template <class F>
+  void for_each_evictable(F&& f) const {
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+      if (!f(*it, map_.at(*it).tokens)) return;
+    }
+  }
+
   std::int64_t used() const noexcept { return used_; }
   std::int64_t pinned() const noexcept { return pinned_; }
   std::int64_t capacity() const noexcept { return capacity_; }

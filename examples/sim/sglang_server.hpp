@@ -46,6 +46,10 @@
 
 namespace kvsim {
 
+// Per block id: how many requests not yet sent will use it (the oracle's
+// knowledge of the future, kept by the simulation loop).
+using BlockUses = std::unordered_map<std::uint64_t, std::int32_t>;
+
 class SglangServer {
  public:
   static constexpr double kIdle = std::numeric_limits<double>::infinity();
@@ -115,10 +119,16 @@ class SglangServer {
 
   // The oracle's cost of sending r here: its predicted time to first token
   // plus the delay its prefill adds to the requests that will queue behind
-  // it, as many (Little's law) as are waiting here now.
-  double oracle_cost(const SimRequest& r, double now) const {
+  // it, as many (Little's law) as are waiting here now; and, given the
+  // future's block uses, the prefill of the cached tokens that later
+  // requests will use and that r's admission would evict. Without that
+  // last term a greedy reference thrashes small pools: each placement is
+  // cheapest where it pushes out the next turn of another session.
+  double oracle_cost(const SimRequest& r, double now, const BlockUses* future) const {
     const Prediction p = predict(r, now);
-    return p.ttft + p.prefill * static_cast<double>(waiting_.size());
+    double cost = p.ttft + p.prefill * static_cast<double>(waiting_.size());
+    if (future != nullptr) cost += m_.prefill_alone(evicted_in_use(r, p.need, *future), 0);
+    return cost;
   }
 
  private:
@@ -144,7 +154,8 @@ class SglangServer {
 
   struct Prediction {
     double ttft = 0;
-    double prefill = 0;  // r's own prefill
+    double prefill = 0;     // r's own prefill
+    std::int64_t need = 0;  // pool tokens r would reserve
   };
   Prediction predict(const SimRequest& r, double now) const {
     double t = 0;
@@ -162,7 +173,36 @@ class SglangServer {
     t += e.seconds;
     const std::int64_t free = pool_ - cache_.pinned() - reserved_ - queued_need_;
     if (e.need > free) t += memory_wait(e.need - free);
-    return {t, e.seconds};
+    return {t, e.seconds, e.need};
+  }
+
+  // Tokens that admitting r (needing `need` pool tokens) would evict and
+  // that requests not yet sent will use: the least recently used unpinned
+  // blocks past those the requests queued ahead will evict first, less
+  // the blocks r or they will pin.
+  std::int64_t evicted_in_use(const SimRequest& r, std::int64_t need,
+                              const BlockUses& future) const {
+    const std::int64_t ahead = cache_.used() + reserved_ + queued_need_ - pool_;
+    std::int64_t skip = std::max<std::int64_t>(0, ahead);
+    std::int64_t take = std::max<std::int64_t>(0, ahead + need) - skip;
+    if (take <= 0) return 0;
+    const std::size_t own = cache_.match(r).blocks;
+    std::int64_t in_use = 0;
+    cache_.for_each_evictable([&](std::uint64_t b, std::int64_t tokens) {
+      if (pending_.count(b) != 0 ||
+          std::find(r.blocks.begin(), r.blocks.begin() + static_cast<std::ptrdiff_t>(own), b) !=
+              r.blocks.begin() + static_cast<std::ptrdiff_t>(own)) {
+        return true;  // pinned before it could be evicted
+      }
+      if (skip > 0) {
+        skip -= tokens;
+        return true;
+      }
+      if (future.count(b) != 0) in_use += tokens;
+      take -= tokens;
+      return take > 0;
+    });
+    return in_use;
   }
 
   // The prefix of r this server holds or will hold once the requests

@@ -33,16 +33,37 @@ namespace kvsim {
 
 class SglangView final : public ServerView {
  public:
-  explicit SglangView(const std::vector<SglangServer>& s) : s_(s) {}
+  // `future`: the blocks requests not yet sent will use, or null.
+  SglangView(const std::vector<SglangServer>& s, const BlockUses* future)
+      : s_(s), future_(future) {}
   std::size_t size() const override { return s_.size(); }
   std::int64_t in_flight(std::size_t i) const override { return s_[i].in_flight(); }
   double oracle_cost(std::size_t i, const SimRequest& r, double now) const override {
-    return s_[i].oracle_cost(r, now);
+    return s_[i].oracle_cost(r, now, future_);
   }
 
  private:
   const std::vector<SglangServer>& s_;
+  const BlockUses* future_;
 };
+
+// Every request's blocks, counted once per request: the future before the
+// first request is sent.
+inline BlockUses block_uses(const Trace& tr) {
+  BlockUses uses;
+  for (const SimRequest& r : tr.requests) {
+    for (std::uint64_t b : r.blocks) ++uses[b];
+  }
+  return uses;
+}
+
+// Request r is sent: its blocks have one use fewer ahead.
+inline void forget_uses(BlockUses& uses, const SimRequest& r) {
+  for (std::uint64_t b : r.blocks) {
+    auto it = uses.find(b);
+    if (it != uses.end() && --it->second == 0) uses.erase(it);
+  }
+}
 
 // Tokens of b's prompt that a's prompt shares as whole leading blocks (at
 // most all but b's last token).
@@ -77,7 +98,9 @@ inline PolicyResult simulate_sglang(const Trace& tr, SimRouter& router, const Si
   std::vector<SglangServer> servers;
   servers.reserve(static_cast<std::size_t>(cfg.servers));
   for (int i = 0; i < cfg.servers; ++i) servers.emplace_back(tr, cfg.sglang, cfg.cache_tokens);
-  const SglangView view(servers);
+  BlockUses future;
+  if (router.sees_future()) future = block_uses(tr);
+  const SglangView view(servers, router.sees_future() ? &future : nullptr);
 
   PolicyResult res;
   reset(res, router.name(), n);
@@ -109,6 +132,7 @@ inline PolicyResult simulate_sglang(const Trace& tr, SimRouter& router, const Si
   const Progress progress(cfg.progress, res.name, n);
   auto release = [&](std::size_t j, double now) {
     const SimRequest& r = tr.requests[j];
+    if (router.sees_future()) forget_uses(future, r);
     jobs[j] = route_one(router, tr, j, texts.text(r, buf), now, view, res);
     progress.tick(++released);
     const auto s = static_cast<std::size_t>(jobs[j].server);

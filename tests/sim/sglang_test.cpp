@@ -227,6 +227,25 @@ TEST_CASE("sglang: the oracle sees prefixes still queued on a server", "[sim]") 
   CHECK(res.cached[1] == 19 * 512);
 }
 
+TEST_CASE("sglang: the oracle does not push out a prefix a later request will use", "[sim]") {
+  // Pools of 4,000 tokens on two idle servers. Session x's first turn
+  // (3,000 tokens) leaves its prefix on one server; request 1 shares its
+  // first block. There its prefill is 512 tokens shorter, but it would
+  // evict the last two blocks of x's prefix (957 tokens), which x's second
+  // turn will use: the oracle sends it to the empty server instead.
+  const Trace tr = trace_of({block_request(0, range(0, 6), 3000, "x", 5),
+                             block_request(10, {0, 200, 201, 202}, 2000, "y", 10),
+                             block_request(20, range(0, 8), 3800, "x", 5)});
+  kvsim::SimConfig cfg = one_server(4000);
+  cfg.servers = 2;
+  cfg.closed_loop = false;
+  const auto res = kvsim::run_policy(tr, "oracle", cfg);
+  CHECK(res.server[1] != res.server[0]);
+  CHECK(res.server[2] == res.server[0]);
+  // x's whole first turn and its answer.
+  CHECK(res.cached[2] == 3005);
+}
+
 TEST_CASE("sglang: a request larger than the pool is rejected, the rest runs", "[sim]") {
   const Trace tr = trace_of({block_request(0, range(0, 30), 15'000, {}, 10),
                              block_request(1, range(100, 2), 900, {}, 10)});
