@@ -234,12 +234,12 @@ def main():
     ap.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
     ap.add_argument("--seeds", type=int, default=4,
                     help="policy seeds per configuration, 1 to N (default 4)")
-    ap.add_argument("--out", help="folder for the per-configuration JSON (default: a temp dir)")
+    ap.add_argument("--out", help="folder for each run's JSON (default: a temp dir)")
     ap.add_argument("--reuse", action="store_true",
                     help="read a run's JSON already in --out instead of running it again "
                     "(resumes an interrupted grid with the same flags)")
     ap.add_argument("--only", help="comma-separated trace names to run")
-    ap.add_argument("--csv", help="also write every configuration's results to this CSV file")
+    ap.add_argument("--csv", help="also write every run's results (a row per seed) to this CSV file")
     ap.add_argument("--smoke", action="store_true", help="tiny grid on the built-in generator")
     ap.add_argument("--policies", help="kvroute_sim --policies (default: all, and "
                     "least_prefill_fixed)")
@@ -262,12 +262,12 @@ def main():
                               "manual,bucket,cache_aware,cache_aware_feedback,least_prefill,"
                               "least_prefill_fixed,oracle,sticky")
     extra = ["--policies", policies] + a.extra
-    outdir = a.out or tempfile.mkdtemp(prefix="kvroute_grid_")
-    os.makedirs(outdir, exist_ok=True)
     if a.seeds < 1:
         ap.error("--seeds must be at least 1, got %d" % a.seeds)
     if a.reuse and not a.out:
         ap.error("--reuse needs --out, the folder of an earlier run")
+    outdir = a.out or tempfile.mkdtemp(prefix="kvroute_grid_")
+    os.makedirs(outdir, exist_ok=True)
     grid = configs(traces, servers, files)
     jobs = [(c, seed) for c in grid for seed in range(1, a.seeds + 1)]
     t0 = time.time()
