@@ -502,6 +502,14 @@ class BasicApproxRadixTree {
     const TenantState* ts = tenants_.find(tenant);
     return ts == nullptr ? 0 : ts->listed.load(std::memory_order_relaxed);
   }
+  // The recency `units` deep in `tenant`'s LRU order, counted from its most
+  // recent claim; none when it holds fewer units (or max_claims is 0). For
+  // a tree that mirrors a server's LRU cache of that many units, the
+  // recency of the server's next eviction. The walk holds the tenant's LRU
+  // mutex, which its stamps wait for, and stops after `max_claims` claims
+  // with the recency there.
+  std::optional<std::uint64_t> tenant_recency_at(TenantId tenant, std::size_t units,
+                                                 std::size_t max_claims) const noexcept;
   // The maintained size of every registered tenant, ascending id. Allocates.
   std::vector<TenantSize> tenant_sizes() const;
   std::size_t tenant_count() const noexcept { return registered_.load(std::memory_order_relaxed); }

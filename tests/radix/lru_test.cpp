@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -225,5 +226,66 @@ TEST_CASE("radix tree: with recency_shift concurrent stamps, evictions and drops
   require_consistent(tree);
   tree.evict(100);
   for (const auto& s : tree.tenant_sizes()) CHECK(s.size <= 100);
+  require_consistent(tree);
+}
+
+TEST_CASE("radix tree: tenant_recency_at finds the recency a given depth into a tenant's LRU",
+          "[radix_tree][recency]") {
+  // Three texts with nothing in common: three claims of 4 units each, the
+  // most recent first in t1's LRU order.
+  ApproxRadixTree tree;
+  const std::uint64_t a = tree.insert("aaaa", t1).recency;
+  const std::uint64_t b = tree.insert("bbbb", t1).recency;
+  const std::uint64_t c = tree.insert("cccc", t1).recency;
+  REQUIRE(a < b);
+  REQUIRE(b < c);
+  CHECK(tree.tenant_recency_at(t1, 1, 100) == c);
+  CHECK(tree.tenant_recency_at(t1, 4, 100) == c);
+  CHECK(tree.tenant_recency_at(t1, 5, 100) == b);
+  CHECK(tree.tenant_recency_at(t1, 12, 100) == a);
+  CHECK_FALSE(tree.tenant_recency_at(t1, 13, 100));  // t1 holds fewer units
+  CHECK(tree.tenant_recency_at(t1, 12, 2) == b);     // the walk stops after two claims
+  CHECK_FALSE(tree.tenant_recency_at(t1, 12, 0));
+  CHECK_FALSE(tree.tenant_recency_at(t2, 1, 100));  // unknown tenant
+  // A use moves "aaaa" to the front: "bbbb" is now the deepest.
+  const std::uint64_t a2 = tree.match_for_tenant("aaaa", t1).recency;
+  CHECK(tree.tenant_recency_at(t1, 4, 100) == a2);
+  CHECK(tree.tenant_recency_at(t1, 12, 100) == b);
+  // A split leaves the units where they were: "cccc" becomes "cc" + "cc"
+  // and "ccdd" adds a claim of 2 units in front.
+  tree.insert("ccdd", t1);
+  require_consistent(tree);
+  CHECK(tree.tenant_recency_at(t1, 14, 100) == b);
+  CHECK_FALSE(tree.tenant_recency_at(t1, 15, 100));
+}
+
+TEST_CASE("radix tree: tenant_recency_at runs beside inserts that split nodes",
+          "[radix_tree][recency][concurrency]") {
+  // Under TSan: the walk reads node lengths that splits and merges write
+  // under the nodes' locks, which the walk does not take.
+  ApproxRadixTree tree;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> answers{0};
+  std::atomic<std::uint64_t> future{0};  // answers past the clock (Catch2 asserts on one thread)
+  std::thread reader([&] {
+    do {  // at least once, however late this thread starts
+      const std::optional<std::uint64_t> r = tree.tenant_recency_at(t1, 64, 1000);
+      if (r && *r > tree.now()) future.fetch_add(1);
+      answers.fetch_add(1);
+    } while (!stop.load());
+  });
+  run_threads(3, [&](int i) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(900 + i));
+    for (int k = 0; k < 400; ++k) {
+      std::string s = "session" + std::to_string(rng() % 5) + " ";
+      s += random_ascii(rng, 1 + rng() % 40);
+      tree.insert(s, k % 3 == 0 ? t2 : t1);
+      if (k % 50 == 0) tree.evict(300);
+    }
+  });
+  stop = true;
+  reader.join();
+  CHECK(answers.load() > 0);
+  CHECK(future.load() == 0);
   require_consistent(tree);
 }

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,25 @@ std::vector<TenantSize> BasicApproxRadixTree<Symbol>::tenant_sizes() const {
   std::sort(out.begin(), out.end(),
             [](const TenantSize& a, const TenantSize& b) { return a.tenant < b.tenant; });
   return out;
+}
+
+template <class Symbol>
+std::optional<std::uint64_t> BasicApproxRadixTree<Symbol>::tenant_recency_at(
+    TenantId tenant, std::size_t units, std::size_t max_claims) const noexcept {
+  TenantState* ts = tenants_.find(tenant);
+  if (ts == nullptr || max_claims == 0) return std::nullopt;
+  std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
+  const std::size_t size = ts->size.load(std::memory_order_relaxed);
+  if (size < units || ts->head == kNil) return std::nullopt;
+  std::uint32_t ci = ts->head;
+  std::size_t seen = node(claim(ci)->node)->count_unlocked();
+  for (std::size_t walked = 1; seen < units && walked < max_claims; ++walked) {
+    const std::uint32_t next = claim(ci)->next;
+    if (next == kNil) break;
+    ci = next;
+    seen += node(claim(ci)->node)->count_unlocked();
+  }
+  return claim(ci)->recency();
 }
 
 template <class Symbol>

@@ -417,8 +417,7 @@ void BasicApproxRadixTree<Symbol>::add_leaf(Inserting& in, Prep& p, std::size_t 
   const std::uint32_t li = p.leaf;
   Node* leaf = node(li);
   leaf->len = static_cast<std::uint32_t>(leaf_len);
-  leaf->count = static_cast<std::uint32_t>(
-      after == in.tail.from ? in.tail.units : Traits::count(in.text + after, leaf_len));
+  leaf->set_count(after == in.tail.from ? in.tail.units : Traits::count(in.text + after, leaf_len));
   detail::Fragments<Symbol>::set(*leaf, p.leaf_frag, in.text + after, leaf_len, p.leaf_filled);
   p.leaf_frag = nullptr;
   leaf->set_cap_tenant(1);  // its one tenant inline: no block

@@ -155,14 +155,14 @@ void BasicApproxRadixTree<Symbol>::merge_into(Node& m, Node& c, typename Node::F
     m.frag.ptr = buf;
   m.frag_kind = Frags::kind_for(len);
   m.len = static_cast<std::uint32_t>(len);
-  m.count += c.count;
+  m.set_count(std::uint64_t{m.count} + c.count);
   // c's text now lives in m, as its children do: free_node counts out and
   // retires only what c still holds (no text, no children, no claims).
   Frags::retire(mem_, c);
   c.frag.ptr = nullptr;
   c.frag_kind = detail::kFragInline;
   c.len = 0;
-  c.count = 0;
+  c.set_count(0);
   c.ntenant = 0;  // its claims are gone; free_node retires its block
 }
 

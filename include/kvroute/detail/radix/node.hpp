@@ -102,7 +102,7 @@ struct RadixNode {
   // Guards every field below.
   RwLock lock;
   std::uint32_t len = 0;    // fragment length in symbols
-  std::uint32_t count = 0;  // fragment length in units
+  std::uint32_t count = 0;  // fragment length in units (written by set_count)
   std::uint32_t nchild = 0;
   std::uint32_t ntenant = 0;
   // Capacities, each 0 or a power of two, stored as 0 or log2 + 1.
@@ -269,6 +269,18 @@ struct RadixNode {
     std::memmove(ids + i, ids + i + 1, (ntenant - i - 1) * sizeof(std::uint32_t));
     std::memmove(cl + i, cl + i + 1, (ntenant - i - 1) * sizeof(std::uint32_t));
     --ntenant;
+  }
+
+  // `count` is also read by the LRU walk (the tree's tenant_recency_at),
+  // which holds a tenant's LRU mutex and not this node's lock, so that read
+  // and every write of `count` are atomic.
+  void set_count(std::uint64_t units) noexcept {
+    std::atomic_ref<std::uint32_t>(count).store(static_cast<std::uint32_t>(units),
+                                                std::memory_order_relaxed);
+  }
+  std::uint32_t count_unlocked() const noexcept {
+    return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(count))
+        .load(std::memory_order_relaxed);
   }
 
   // Copies the fields an optimistic read uses into `to` (not the lock):

@@ -149,7 +149,7 @@ detail::SplitStep BasicApproxRadixTree<Symbol>::split_node(Node& x, std::uint32_
   p.lower = kNil;
   Node* lo = node(loi);
   lo->len = static_cast<std::uint32_t>(x.len - k);
-  lo->count = static_cast<std::uint32_t>(x.count - kc);
+  lo->set_count(x.count - kc);
   detail::Fragments<Symbol>::split(mem_, x, *lo, k, p.frag_mode, p.lower_frag, p.upper_frag);
   p.lower_frag = nullptr;
   p.upper_frag = nullptr;
@@ -161,7 +161,7 @@ detail::SplitStep BasicApproxRadixTree<Symbol>::split_node(Node& x, std::uint32_
   lo->tenant_cap_code = x.tenant_cap_code;
 
   x.len = static_cast<std::uint32_t>(k);
-  x.count = static_cast<std::uint32_t>(kc);
+  x.set_count(kc);
   if (p.upper_children != nullptr)
     x.children.block = p.upper_children;
   else
