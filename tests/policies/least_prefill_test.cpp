@@ -3,6 +3,7 @@
 #include "kvroute/policies/least_prefill.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -328,6 +329,55 @@ TEST_CASE("least_prefill: a full cache that is reused makes a miss cost more", "
   }
   CHECK(picks[0] == 0);  // full caches: stay
   CHECK(picks[1] == 1);  // room everywhere: move
+}
+
+TEST_CASE("least_prefill: the reuse ages give the share at an age or older", "[least_prefill]") {
+  kvroute::detail::AgeHistogram h;
+  CHECK(h.share_from(0) == 0);  // nothing recorded
+  h.add(0, 1);
+  h.add(3, 1);    // bucket [2, 4)
+  h.add(100, 2);  // bucket [64, 128)
+  h.add(5, 0);    // no weight: ignored
+  CHECK(h.share_from(0) == 1);
+  CHECK(h.share_from(1) == Approx(0.75));
+  CHECK(h.share_from(2) == Approx(0.75));  // all of [2, 4)
+  CHECK(h.share_from(4) == Approx(0.5));
+  CHECK(h.share_from(64) == Approx(0.5));
+  CHECK(h.share_from(90) == Approx(0.5 * (1 - std::log2(90.0 / 64))));  // part of [64, 128)
+  CHECK(h.share_from(128) == 0);
+  CHECK(h.share_from(std::numeric_limits<std::uint64_t>::max()) == 0);
+  // Every 1024 adds halve what came before: the recent ages dominate.
+  for (int i = 0; i < 4096; ++i) h.add(1000, 1);
+  CHECK(h.share_from(512) > 0.999);
+}
+
+TEST_CASE("least_prefill: a miss goes where the evicted prefixes are no longer reused",
+          "[least_prefill]") {
+  // Every worker's cache is full (pools of 100 tokens, 200 characters
+  // each). Then one text is reused over and over on one worker while a
+  // second gets fresh text in between: the traffic reuses prefixes at age 1
+  // (in the tree's stamps). The third's pool holds only what was placed
+  // before. A new text costs the same everywhere but for what its placement
+  // evicts: prefixes as young as the reuse (live) on the first two,
+  // prefixes older than any reuse (dead) on the third, which gets it,
+  // whatever the seed.
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    INFO("seed " << seed);
+    Cluster c(3);
+    LeastPrefill lp({.chars_per_token = 1.0, .kv_capacity_tokens = 100, .seed = seed});
+    c.select(lp, {.text = "warm-up"});  // creates the tree
+    ApproxRadixTree* tree = lp.tree("");
+    for (const kvroute::WorkerId id : c.ids) tree->insert(std::string(200, 'o'), id.value);
+    const std::string x(150, 'x');
+    const int reused = c.index_of(c.select(lp, {.text = x}));
+    const auto fresh = static_cast<std::size_t>((reused + 1) % 3);
+    const int old = (reused + 2) % 3;
+    for (int i = 0; i < 20; ++i) {
+      tree->insert(std::string(200, 'y') + std::to_string(i), c.ids[fresh].value);
+      REQUIRE(c.index_of(c.select(lp, {.text = x})) == reused);
+    }
+    CHECK(c.index_of(c.select(lp, {.text = std::string(50, 'z')})) == old);
+  }
 }
 
 TEST_CASE("least_prefill: among equal costs the fewest requests in flight win", "[least_prefill]") {

@@ -5,7 +5,7 @@
 // `kvroute::LeastPrefill`: sends each request to the healthy worker where it
 // costs least, by the router's own estimate of prefill work in tokens:
 //
-//   cost(w) = queued(w) + uncached(w) x (1 + queued(w) / u + h x fill(w))
+//   cost(w) = queued(w) + uncached(w) x (1 + queued(w) / u + h x fill(w) + live(w))
 //
 // where queued(w) is the uncached prefill work (tokens) the router has sent
 // to w and w has not finished prefilling (LoadTracker::in_flight_tokens,
@@ -29,14 +29,29 @@
 //     observes (its claims against the prompts it routed): work they will
 //     redo. fill(w) is the tree's share of w against the server's pool
 //     (Options::kv_capacity_tokens, or max_tree_size), at most 1.
+//   - What those evictions cost depends on w: a cache that turns over
+//     faster than the traffic comes back evicts prefixes that the next
+//     turns of its own sessions need. live(w), from 0 to 1, says how live
+//     the prefixes at w's LRU tail are. The tree's claims for w stand for
+//     w's cache: the recency at the pool's depth in w's LRU order is that
+//     of w's next eviction. Its age, in the tree's stamps, is compared with
+//     the ages at which this traffic reuses prefixes, which the policy
+//     records at each placement (the age of the claim it reuses, weighted
+//     by its length, halved every 1024 reuses; one record for all models,
+//     as the running means are):
+//     live(w) = (share of the reuse at that age or older) / 0.05, at most
+//     1. A tail younger than the last 5% of the reuse is fully live; a tail
+//     older than nearly every reuse is dead, and so is a cache that is not
+//     full. Without this term a busy server with a small pool keeps taking
+//     new work and evicting the sessions it holds.
 //
 // So the weight of queued work against this request's own work adapts per
-// worker, 1 / (1 + queued(w) / u + h x fill(w)): close to 1 on an idle
-// worker with room, small behind a long queue or in a full cache that is
-// reused. Decode load and KV pressure: requests in flight, decoding ones
-// included, hold KV and make decode steps longer, so among equal costs the
-// worker with the fewest requests in flight wins (then at random, seeded);
-// a full cache weighs each uncached token more (above). A fixed
+// worker, 1 / (1 + queued(w) / u + h x fill(w) + live(w)): close to 1 on
+// an idle worker with room, small behind a long queue or in a full cache
+// that is reused. Decode load and KV pressure: requests in flight, decoding
+// ones included, hold KV and make decode steps longer, so among equal costs
+// the worker with the fewest requests in flight wins (then at random,
+// seeded); a full cache weighs each uncached token more (above). A fixed
 // Options::queue_weight (>= 0) replaces all of this with
 // queue_weight x queued(w) + uncached(w), ties at random.
 //
@@ -79,7 +94,10 @@
 // afterwards selections take a shared lock for the map lookup and the
 // tree's per-node locks; the adaptive rule's running means are relaxed
 // atomics (a racing update may be lost). choose() never throws, logs or
-// blocks on I/O; it allocates only inside tree inserts of new text.
+// blocks on I/O; it allocates only inside tree inserts of new text. For
+// live(w) it walks up to 4096 claims of the LRU list of each worker whose
+// cache is full and that lacks part of the text, under the list's mutex,
+// which that worker's inserts wait for.
 //
 // Example:
 //
@@ -104,6 +122,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -115,6 +134,7 @@
 #include "kvroute/clock.hpp"
 #include "kvroute/config.hpp"
 #include "kvroute/decision.hpp"
+#include "kvroute/detail/age_histogram.hpp"
 #include "kvroute/detail/ascii.hpp"
 #include "kvroute/detail/model_trees.hpp"
 #include "kvroute/detail/pick.hpp"
@@ -172,6 +192,8 @@ class LeastPrefill {
         qw_(o.queue_weight),
         pool_chars_(o.kv_capacity_tokens > 0 ? static_cast<double>(o.kv_capacity_tokens) * cpt_
                                              : static_cast<double>(o.max_tree_size)),
+        pool_units_(pool_chars_ >= 0x1p63 ? std::size_t{1} << 63
+                                          : static_cast<std::size_t>(pool_chars_)),
         rng_(o.seed),
         trees_({.max_tree_size = o.max_tree_size,
                 .reactive_eviction = true,
@@ -239,6 +261,12 @@ class LeastPrefill {
     const Branch b = best_match == 0              ? Branch::kCacheMiss
                      : chosen_match == best_match ? Branch::kCacheHit
                                                   : Branch::kLeastPrefill;
+    // The age of the prefix this placement reuses, for live() (before the
+    // insert below stamps it).
+    if (chosen_match > 0 && qw_ < 0) {
+      const std::uint64_t now = tree->now();
+      reuse_ages_.add(now - std::min(now, chosen_ticket), static_cast<double>(chosen_match));
+    }
     Decision d = Decision::pick(chosen, b);
     d.claimed = chosen_match;
     d.ticket = chosen_ticket;
@@ -432,8 +460,26 @@ class LeastPrefill {
     const double fill =
         std::min(1.0, static_cast<double>(tree.tenant_size(w.id.value)) / pool_chars_);
     const std::int64_t in_flight = c.load() ? c.load()->in_flight(w.id) : 0;
-    return {q + uncached * (1 + q / a.mean_uncached + a.hit * fill), in_flight};
+    // live() multiplies uncached tokens: a worker that holds the whole text
+    // needs no walk.
+    const double l = uncached > 0 ? live(tree, w) : 0;
+    return {q + uncached * (1 + q / a.mean_uncached + a.hit * fill + l), in_flight};
   }
+
+  // How live w's LRU tail is, in [0, 1]: 0 while w's claims fit its
+  // server's pool (nothing is evicted yet) or the pool's oldest claims are
+  // older than nearly every reuse; 1 once at least kLiveShare of the reuse
+  // weight happens at their age or older.
+  double live(const ApproxRadixTree& tree, const Worker& w) const noexcept {
+    const std::optional<std::uint64_t> at =
+        tree.tenant_recency_at(w.id.value, pool_units_, kLiveWalk);
+    if (!at) return 0;
+    const std::uint64_t now = tree.now();
+    return std::min(1.0, reuse_ages_.share_from(now - std::min(now, *at)) / kLiveShare);
+  }
+  static constexpr double kLiveShare = 0.05;
+  // Claims walked at most per worker and selection (tree.tenant_recency_at).
+  static constexpr std::size_t kLiveWalk = 4096;
 
   // Running means of the chosen placements, for the adaptive rule: the
   // uncached tokens over the last ~64, the claimed share of the prompts over
@@ -458,11 +504,13 @@ class LeastPrefill {
 
   const Options opt_;
   const double cpt_;
-  const double qw_;          // < 0: adaptive
-  const double pool_chars_;  // a server's pool, characters
+  const double qw_;               // < 0: adaptive
+  const double pool_chars_;       // a server's pool, characters
+  const std::size_t pool_units_;  // the same, as the tree counts (saturated)
   detail::SharedRng rng_;
   detail::ModelTrees trees_;
   detail::SyncHub hub_;
+  detail::AgeHistogram reuse_ages_;
   std::atomic<double> uncached_{0};
   std::atomic<double> claimed_{0};
   std::atomic<double> prompt_{0};
