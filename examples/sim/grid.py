@@ -83,12 +83,17 @@ def run(sim, cfg, extra, outdir, seed, reuse):
 METRICS = ("hit_rate", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "rejected")
 
 
+def by_name(run):
+    """A run's (or merged configuration's) policies by name."""
+    return {p["name"]: p for p in run["policies"]}
+
+
 def merge(runs):
     """One configuration's runs over the seeds: each policy's means, and the runs."""
-    names = [p["name"] for p in runs[0]["policies"]]
+    named = [by_name(r) for r in runs]
     policies = []
-    for name in names:
-        each = [next(p for p in r["policies"] if p["name"] == name) for r in runs]
+    for name in named[0]:
+        each = [n[name] for n in named]
         policies.append(dict({m: statistics.fmean(p.get(m, 0) for p in each) for m in METRICS},
                              name=name))
     config = dict(runs[0]["config"], seconds=sum(r["config"]["seconds"] for r in runs))
@@ -109,7 +114,7 @@ def table(results):
     for name in names:
         rel = {"ca_mean": [], "or_mean": [], "ca_p99": [], "or_p99": [], "hit": [], "dhit": []}
         for r in results:
-            by = {p["name"]: p for p in r["policies"]}
+            by = by_name(r)
             p, ca, orc = by[name], by.get("cache_aware"), by.get("oracle")
             rel["hit"].append(p["hit_rate"])
             if ca:
@@ -134,8 +139,7 @@ def by_trace(results):
     for r in results:
         c = r["config"]
         family = "Claude Code" if c["trace"].startswith("claude_code") else c["trace"]
-        groups.setdefault((family, c["cache"]), []).append(
-            {p["name"]: p for p in r["policies"]})
+        groups.setdefault((family, c["cache"]), []).append(by_name(r))
     rows = ["| trace | pool | least_prefill / cache_aware | least_prefill / oracle "
             "| hit - cache_aware | least_prefill / least_prefill_fixed |",
             "|---|---|---|---|---|---|"]
@@ -160,7 +164,7 @@ def targets(results):
     out, worst_oracle = [], (2.0, "", "")
     lp_ca, lp_fixed, dhit = [], [], []
     for r in results:
-        by = {p["name"]: p for p in r["policies"]}
+        by = by_name(r)
         tag = r["config"]["tag"]
         if "least_prefill" in by and "cache_aware" in by:
             lp, ca = by["least_prefill"], by["cache_aware"]
@@ -203,7 +207,7 @@ def seeds_disagree(runs):
     """True when least_prefill beats cache_aware's mean TTFT with some seeds, not others."""
     wins = set()
     for r in runs:
-        by = {p["name"]: p for p in r["policies"]}
+        by = by_name(r)
         if "least_prefill" in by and "cache_aware" in by:
             wins.add(by["least_prefill"]["ttft_mean_s"] <= by["cache_aware"]["ttft_mean_s"])
     return len(wins) > 1

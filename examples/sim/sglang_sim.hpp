@@ -98,9 +98,10 @@ inline PolicyResult simulate_sglang(const Trace& tr, SimRouter& router, const Si
   std::vector<SglangServer> servers;
   servers.reserve(static_cast<std::size_t>(cfg.servers));
   for (int i = 0; i < cfg.servers; ++i) servers.emplace_back(tr, cfg.sglang, cfg.cache_tokens);
+  const bool sees_future = router.sees_future();
   BlockUses future;
-  if (router.sees_future()) future = block_uses(tr);
-  const SglangView view(servers, router.sees_future() ? &future : nullptr);
+  if (sees_future) future = block_uses(tr);
+  const SglangView view(servers, sees_future ? &future : nullptr);
 
   PolicyResult res;
   reset(res, router.name(), n);
@@ -132,7 +133,7 @@ inline PolicyResult simulate_sglang(const Trace& tr, SimRouter& router, const Si
   const Progress progress(cfg.progress, res.name, n);
   auto release = [&](std::size_t j, double now) {
     const SimRequest& r = tr.requests[j];
-    if (router.sees_future()) forget_uses(future, r);
+    if (sees_future) forget_uses(future, r);
     jobs[j] = route_one(router, tr, j, texts.text(r, buf), now, view, res);
     progress.tick(++released);
     const auto s = static_cast<std::size_t>(jobs[j].server);
