@@ -47,9 +47,10 @@ std::optional<std::uint64_t> BasicApproxRadixTree<Symbol>::tenant_recency_at(
     TenantId tenant, std::size_t units, std::size_t max_claims) const noexcept {
   TenantState* ts = tenants_.find(tenant);
   if (ts == nullptr || max_claims == 0) return std::nullopt;
+  // A tenant that holds fewer units answers without the lock its stamps take.
+  if (ts->size.load(std::memory_order_relaxed) < units) return std::nullopt;
   std::lock_guard<detail::SpinMutex> g(ts->lru_mu);
-  const std::size_t size = ts->size.load(std::memory_order_relaxed);
-  if (size < units || ts->head == kNil) return std::nullopt;
+  if (ts->head == kNil) return std::nullopt;
   std::uint32_t ci = ts->head;
   std::size_t seen = node(claim(ci)->node)->count_unlocked();
   for (std::size_t walked = 1; seen < units && walked < max_claims; ++walked) {
