@@ -41,6 +41,15 @@ struct Fixture {
   std::vector<kvroute::LoadGuard> guards;
 };
 
+// least_prefill once its workers' server pools are full: a pool of 16k
+// tokens (64k characters) against each worker's share of the mix's texts, so
+// that a worker lacking part of a text has live(w) to weigh, a walk down its
+// LRU list. Beside kvroute::LeastPrefill above (pools never full, no walk),
+// the difference is what the walks cost.
+struct LeastPrefillFullPools : kvroute::LeastPrefill {
+  LeastPrefillFullPools() noexcept : kvroute::LeastPrefill(Options{.kv_capacity_tokens = 16384}) {}
+};
+
 template <class P>
 std::unique_ptr<P> make_policy() {
   if constexpr (std::is_default_constructible_v<P>) {
@@ -67,7 +76,7 @@ void BM_SelectWorker(benchmark::State& state) {
     state.SkipWithError("policy always chose worker 0");
   }
   if constexpr (std::is_same_v<P, kvroute::CacheAware> ||
-                std::is_same_v<P, kvroute::LeastPrefill>) {
+                std::is_base_of_v<kvroute::LeastPrefill, P>) {
     // Its tree must have matched: the proof that it did its work.
     if (cache_hits == 0 && state.iterations() > 100)
       state.SkipWithError("the policy never hit its tree");
@@ -105,3 +114,4 @@ KVROUTE_POLICY_BENCH(kvroute::CacheAware);
 // One walk down the text's path for every worker's match, then an insert
 // (no queued tokens are dispatched here, so the choice is the best match).
 KVROUTE_POLICY_BENCH(kvroute::LeastPrefill);
+KVROUTE_POLICY_BENCH(LeastPrefillFullPools);

@@ -96,8 +96,9 @@
 // atomics (a racing update may be lost). choose() never throws, logs or
 // blocks on I/O; it allocates only inside tree inserts of new text. For
 // live(w) it walks up to 4096 claims of the LRU list of each worker whose
-// cache is full and that lacks part of the text, under the list's mutex,
-// which that worker's inserts wait for.
+// cache is full, that lacks part of the text and whose cost without live(w)
+// is not already above a worker's before it, under the list's mutex, which
+// that worker's inserts wait for.
 //
 // Example:
 //
@@ -241,8 +242,11 @@ class LeastPrefill {
     // The least cost wins (fewest requests in flight among equal costs,
     // then at random). score() is an array read after the walk above (pools
     // beyond kStackWorkers peek the winner once more).
+    // Each key is compared with the least before it (key(), below).
     const Adaptive a = adaptive();
     std::size_t best_match = 0;
+    bool seen = false;
+    Key least{};
     const std::size_t win = detail::pick_min_index(
         n,
         [&](std::size_t i) noexcept {
@@ -251,7 +255,10 @@ class LeastPrefill {
           score(i, len, ticket);
           best_match = std::max(best_match, len);
           const double uncached = static_cast<double>(input - std::min(len, input)) / cpt_;
-          return cost(c, *healthy[i], *tree, a, uncached);
+          const Key k = key(c, *healthy[i], *tree, a, uncached, seen ? &least : nullptr);
+          if (!seen || k < least) least = k;
+          seen = true;
+          return k;
         },
         [](std::size_t) noexcept { return true; }, rng_);
     const Worker* chosen = healthy[win];
@@ -451,19 +458,31 @@ class LeastPrefill {
   }
 
   // The selection key of worker w: its cost, then its requests in flight
-  // (adaptive rule only; a fixed weight ties at random).
-  std::pair<double, std::int64_t> cost(const ClusterView& c, const Worker& w,
-                                       const ApproxRadixTree& tree, const Adaptive& a,
-                                       double uncached) const noexcept {
+  // (adaptive rule only; a fixed weight ties at random), given live(w) = l.
+  using Key = std::pair<double, std::int64_t>;
+  Key cost(const ClusterView& c, const Worker& w, const ApproxRadixTree& tree, const Adaptive& a,
+           double uncached, double l) const noexcept {
     const auto q = static_cast<double>(queued(c, w));
     if (qw_ >= 0) return {qw_ * q + uncached, 0};
     const double fill =
         std::min(1.0, static_cast<double>(tree.tenant_size(w.id.value)) / pool_chars_);
     const std::int64_t in_flight = c.load() ? c.load()->in_flight(w.id) : 0;
-    // live() multiplies uncached tokens: a worker that holds the whole text
-    // needs no walk.
-    const double l = uncached > 0 ? live(tree, w) : 0;
     return {q + uncached * (1 + q / a.mean_uncached + a.hit * fill + l), in_flight};
+  }
+
+  // Worker w's selection key, or a lower bound of it that is above
+  // `*least` (the least key before w, as pick_min_index compares them;
+  // null for the first). live(w) walks w's LRU list and can only raise
+  // w's cost: a worker whose cost without it is already above the least
+  // neither wins nor ties with or without the walk, so the pick, its ties
+  // and its draws are those of every key computed in full. live()
+  // multiplies uncached tokens: a worker that holds the whole text needs
+  // no walk.
+  Key key(const ClusterView& c, const Worker& w, const ApproxRadixTree& tree, const Adaptive& a,
+          double uncached, const Key* least) const noexcept {
+    const Key bound = cost(c, w, tree, a, uncached, 0);
+    if (qw_ >= 0 || uncached <= 0 || (least != nullptr && *least < bound)) return bound;
+    return cost(c, w, tree, a, uncached, live(tree, w));
   }
 
   // How live w's LRU tail is, in [0, 1]: 0 while w's claims fit its
