@@ -457,32 +457,27 @@ class LeastPrefill {
             prompt > 0 ? claimed_.load(std::memory_order_relaxed) / prompt : 0.0};
   }
 
-  // The selection key of worker w: its cost, then its requests in flight
-  // (adaptive rule only; a fixed weight ties at random), given live(w) = l.
+  // Worker w's selection key, its cost, then its requests in flight
+  // (adaptive rule only; a fixed weight ties at random), or a lower bound
+  // of it that is above `*least` (the least key before w, as
+  // pick_min_index compares them; null for the first). live(w) walks w's
+  // LRU list and can only raise w's cost: a worker whose cost without it
+  // is already above the least neither wins nor ties with or without the
+  // walk, so the pick, its ties and its draws are those of every key
+  // computed in full. live() multiplies uncached tokens: a worker that
+  // holds the whole text needs no walk.
   using Key = std::pair<double, std::int64_t>;
-  Key cost(const ClusterView& c, const Worker& w, const ApproxRadixTree& tree, const Adaptive& a,
-           double uncached, double l) const noexcept {
+  Key key(const ClusterView& c, const Worker& w, const ApproxRadixTree& tree, const Adaptive& a,
+          double uncached, const Key* least) const noexcept {
     const auto q = static_cast<double>(queued(c, w));
     if (qw_ >= 0) return {qw_ * q + uncached, 0};
     const double fill =
         std::min(1.0, static_cast<double>(tree.tenant_size(w.id.value)) / pool_chars_);
     const std::int64_t in_flight = c.load() ? c.load()->in_flight(w.id) : 0;
-    return {q + uncached * (1 + q / a.mean_uncached + a.hit * fill + l), in_flight};
-  }
-
-  // Worker w's selection key, or a lower bound of it that is above
-  // `*least` (the least key before w, as pick_min_index compares them;
-  // null for the first). live(w) walks w's LRU list and can only raise
-  // w's cost: a worker whose cost without it is already above the least
-  // neither wins nor ties with or without the walk, so the pick, its ties
-  // and its draws are those of every key computed in full. live()
-  // multiplies uncached tokens: a worker that holds the whole text needs
-  // no walk.
-  Key key(const ClusterView& c, const Worker& w, const ApproxRadixTree& tree, const Adaptive& a,
-          double uncached, const Key* least) const noexcept {
-    const Key bound = cost(c, w, tree, a, uncached, 0);
-    if (qw_ >= 0 || uncached <= 0 || (least != nullptr && *least < bound)) return bound;
-    return cost(c, w, tree, a, uncached, live(tree, w));
+    const double weight = 1 + q / a.mean_uncached + a.hit * fill;
+    const Key bound{q + uncached * weight, in_flight};
+    if (uncached <= 0 || (least != nullptr && *least < bound)) return bound;
+    return {q + uncached * (weight + live(tree, w)), in_flight};
   }
 
   // How live w's LRU tail is, in [0, 1]: 0 while w's claims fit its
