@@ -16,10 +16,15 @@ or not).
       --traces ../shared/traces --claude-code cc_seed1.jsonl.gz cc_seed2.jsonl.gz
 
 --smoke runs a tiny grid on the built-in agent generator (no trace files),
-as the tests do. Only the Python standard library is used.
+as the tests do. --from-csv FILE prints the tables again from the per-run
+rows that --csv wrote (results/grid_sglang.csv), without running anything.
+Each target line gives the worst configuration with two standard errors of
+its figure over the policy seeds, and counts the configurations that miss
+the target by more than that. Only the Python standard library is used.
 """
 
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -159,48 +164,83 @@ def by_trace(results):
     return "\n".join(rows)
 
 
+def seed_values(r, name, key):
+    """A policy's figure in each of a configuration's runs (one per seed)."""
+    return [by_name(run)[name][key] for run in r["runs"] if name in by_name(run)]
+
+
+def two_se_ratio(xs, ys):
+    """mean(xs) / mean(ys) and two standard errors of it over the seeds (the
+    delta method, the seeds' draws independent); 0 for a single seed."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    ratio = mx / my
+    if len(xs) < 2 or len(ys) < 2 or mx == 0:
+        return ratio, 0.0
+    rel = (statistics.variance(xs) / (len(xs) * mx * mx) +
+           statistics.variance(ys) / (len(ys) * my * my))
+    return ratio, 2 * ratio * rel ** 0.5
+
+
+def two_se_diff(xs, ys):
+    """mean(xs) - mean(ys) and two standard errors of it over the seeds."""
+    diff = statistics.fmean(xs) - statistics.fmean(ys)
+    if len(xs) < 2 or len(ys) < 2:
+        return diff, 0.0
+    return diff, 2 * (statistics.variance(xs) / len(xs) + statistics.variance(ys) / len(ys)) ** 0.5
+
+
+def target_line(label, cells, worst, fmt, bound, beyond, median_bound=None):
+    """`label`: the worst cell with two standard errors of its figure, the
+    median (with its own target, if any), and the cells that miss `bound`
+    by more than two standard errors. cells: (value, two_se, tag); worst
+    picks the worst; beyond(value, two_se) says whether a cell misses."""
+    if not cells:
+        return None
+    x, se, tag = worst(cells)
+    far = [t for v, e, t in cells if beyond(v, e)]
+    median = fmt % statistics.median(v for v, _, _ in cells)
+    return ("%s: worst %s (%s, +-%.3f at two standard errors) [target %s], median %s%s; "
+            "missed by more than two standard errors: %d of %d%s"
+            % (label, fmt % x, tag, se, bound, median,
+               " [target %s]" % median_bound if median_bound else "", len(far), len(cells),
+               " (%s)" % ", ".join(far) if far else ""))
+
+
 def targets(results):
     """The targets on least_prefill, the oracle and the fixed weight, as lines."""
-    out, worst_oracle = [], (2.0, "", "")
-    lp_ca, lp_fixed, dhit = [], [], []
+    lp_ca, lp_fixed, dhit, vs_oracle = [], [], [], []
     for r in results:
         by = by_name(r)
         tag = r["config"]["tag"]
+        mean = lambda name: seed_values(r, name, "ttft_mean_s")
         if "least_prefill" in by and "cache_aware" in by:
-            lp, ca = by["least_prefill"], by["cache_aware"]
-            lp_ca.append((lp["ttft_mean_s"] / ca["ttft_mean_s"], tag))
-            dhit.append((lp["hit_rate"] - ca["hit_rate"], tag))
+            lp_ca.append(two_se_ratio(mean("least_prefill"), mean("cache_aware")) + (tag,))
+            dhit.append(two_se_diff(seed_values(r, "least_prefill", "hit_rate"),
+                                    seed_values(r, "cache_aware", "hit_rate")) + (tag,))
         if "least_prefill" in by and "least_prefill_fixed" in by:
-            lp_fixed.append((by["least_prefill"]["ttft_mean_s"] /
-                             by["least_prefill_fixed"]["ttft_mean_s"], tag))
+            lp_fixed.append(two_se_ratio(mean("least_prefill"), mean("least_prefill_fixed"))
+                            + (tag,))
         if "oracle" in by:
-            for name, p in by.items():
-                if name != "oracle":
-                    x = p["ttft_mean_s"] / by["oracle"]["ttft_mean_s"]
-                    worst_oracle = min(worst_oracle, (x, name, tag))
-    if lp_ca:
-        worst = max(lp_ca)
-        med = statistics.median(x for x, _ in lp_ca)
-        out.append("least_prefill mean TTFT / cache_aware: max %.3f (%s) [target <= 1], "
-                   "median %.3f [target <= 0.67]" % (worst[0], worst[1], med))
-        low = min(dhit)
-        out.append("least_prefill hit rate - cache_aware's: min %+.3f (%s) [target >= -0.05]"
-                   % low)
-    if lp_fixed:
-        worst = max(lp_fixed)
-        out.append("least_prefill mean TTFT / least_prefill_fixed (queue weight 0.4): max %.3f "
-                   "(%s), median %.3f [target <= 1.05]"
-                   % (worst[0], worst[1], statistics.median(x for x, _ in lp_fixed)))
-    if worst_oracle[1]:
-        out.append("best router's mean TTFT / oracle's: min %.3f (%s on %s) [target >= 0.95]"
-                   % worst_oracle)
+            best = min((p["ttft_mean_s"], name) for name, p in by.items() if name != "oracle")
+            x, se = two_se_ratio(mean(best[1]), mean("oracle"))
+            vs_oracle.append((x, se, "%s on %s" % (best[1], tag)))
+    out = [
+        target_line("least_prefill mean TTFT / cache_aware", lp_ca, max, "%.3f", "<= 1",
+                    lambda v, e: v - e > 1, median_bound="<= 0.67"),
+        target_line("least_prefill hit rate - cache_aware's", dhit, min, "%+.3f", ">= -0.05",
+                    lambda v, e: v + e < -0.05),
+        target_line("least_prefill mean TTFT / least_prefill_fixed (queue weight 0.4)", lp_fixed,
+                    max, "%.3f", "<= 1.05", lambda v, e: v - e > 1.05),
+        target_line("best router's mean TTFT / oracle's", vs_oracle, min, "%.3f", ">= 0.95",
+                    lambda v, e: v + e < 0.95),
+    ]
     if results and len(results[0]["runs"]) > 1:
         split = [r["config"]["tag"] for r in results if seeds_disagree(r["runs"])]
         out.append("configurations where the seeds disagree on whether least_prefill's mean "
                    "TTFT beats cache_aware's: %d of %d%s" % (len(split), len(results),
                                                             " (%s)" % ", ".join(split)
                                                             if split else ""))
-    return "\n".join(out)
+    return "\n".join(line for line in out if line)
 
 
 def seeds_disagree(runs):
@@ -211,6 +251,46 @@ def seeds_disagree(runs):
         if "least_prefill" in by and "cache_aware" in by:
             wins.add(by["least_prefill"]["ttft_mean_s"] <= by["cache_aware"]["ttft_mean_s"])
     return len(wins) > 1
+
+
+CSV_FIELDS = ("trace", "load", "servers", "cache", "speed", "cache_tokens", "seed", "policy",
+              "hit_rate", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "rejected")
+
+
+def read_csv(path):
+    """The merged results that write_csv wrote, configurations in file order.
+    Exits with the file, line and field at the first row it cannot read."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+            header = rows[0].keys() if rows else []
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        sys.exit("grid: cannot read %s: %s" % (path, e))
+    missing = [k for k in CSV_FIELDS if k not in header]
+    if not rows or missing:
+        sys.exit("grid: %s: %s" % (path, "no rows" if not rows else
+                                    "missing column(s) %s" % ", ".join(missing)))
+    runs = {}  # (tag, seed) -> run, in file order
+    for line, row in enumerate(rows, start=2):
+        try:
+            c = {"trace": row["trace"], "load": row["load"], "servers": int(row["servers"]),
+                 "cache": row["cache"], "speed": float(row["speed"]),
+                 "cache_tokens": int(row["cache_tokens"]), "seed": int(row["seed"]),
+                 "seconds": 0.0}
+            p = {k: float(row[k]) for k in METRICS}
+        except (TypeError, ValueError) as e:
+            sys.exit("grid: %s line %d: %s" % (path, line, e))
+        c["tag"] = "%s_%s_%d_%s" % (c["trace"], c["load"], c["servers"], c["cache"])
+        run = runs.setdefault((c["tag"], c["seed"]), {"config": c, "policies": []})
+        run["policies"].append(dict(p, name=row["policy"]))
+    configs = {}  # tag -> its runs
+    for (tag, _), run in runs.items():
+        configs.setdefault(tag, []).append(run)
+    for tag, its in configs.items():
+        names = [[p["name"] for p in r["policies"]] for r in its]
+        if any(n != names[0] for n in names):
+            sys.exit("grid: %s: the seeds of %s ran different policies" % (path, tag))
+    return [merge(its) for its in configs.values()]
 
 
 def write_csv(results, path):
@@ -229,9 +309,17 @@ def write_csv(results, path):
                                p.get("rejected", 0)))
 
 
+def report(results):
+    print(table(results))
+    print()
+    print(by_trace(results))
+    print()
+    print(targets(results))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sim", required=True, help="the kvroute_sim binary")
+    ap.add_argument("--sim", help="the kvroute_sim binary (not with --from-csv)")
     ap.add_argument("--traces", help="folder with conversation_trace.jsonl, synthetic_trace.jsonl")
     ap.add_argument("--claude-code", nargs=2, metavar=("SEED1", "SEED2"),
                     help="the two Claude Code merges (claude_code_to_mooncake.py --seed 1, 2)")
@@ -245,10 +333,20 @@ def main():
     ap.add_argument("--only", help="comma-separated trace names to run")
     ap.add_argument("--csv", help="also write every run's results (a row per seed) to this CSV file")
     ap.add_argument("--smoke", action="store_true", help="tiny grid on the built-in generator")
+    ap.add_argument("--from-csv", metavar="FILE",
+                    help="print the tables from the rows --csv wrote, running nothing")
     ap.add_argument("--policies", help="kvroute_sim --policies (default: all, and "
                     "least_prefill_fixed)")
     ap.add_argument("extra", nargs="*", help="more kvroute_sim flags (after --)")
     a = ap.parse_args()
+    if a.from_csv:
+        results = read_csv(a.from_csv)
+        print("%d configurations x %d policy seeds, from %s\n"
+              % (len(results), len(results[0]["runs"]), a.from_csv))
+        report(results)
+        return
+    if not a.sim:
+        ap.error("--sim is required (or --from-csv)")
 
     if a.smoke:
         traces, servers, files = SMOKE, SMOKE_SERVERS, {"agent": "agent"}
@@ -282,11 +380,7 @@ def main():
     results = [merge(runs[i:i + a.seeds]) for i in range(0, len(runs), a.seeds)]
     print("%d configurations x %d policy seeds, %d at once, %.0f s (per-run JSON in %s)\n"
           % (len(results), a.seeds, a.jobs, wall, outdir))
-    print(table(results))
-    print()
-    print(by_trace(results))
-    print()
-    print(targets(results))
+    report(results)
     if a.csv:
         write_csv(results, a.csv)
 
