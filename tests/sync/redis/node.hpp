@@ -105,9 +105,14 @@ class FakeSnapshots final : public kvroute::sync::StateSink {
 };
 
 struct Node {
+  // `policy_snaps`: the policy's own snapshots (its trees), as a
+  // router saves them, instead of FakeSnapshots.
   Node(kvroute::sync::RedisReplicatorOptions o, std::vector<std::string> urls = kWorkerUrls,
-       kvroute::sync::Outbox::Options box = {})
-      : outbox(box), snapshots(outbox), replicator(std::move(o), hooks()) {
+       kvroute::sync::Outbox::Options box = {}, bool policy_snaps = false)
+      : outbox(box),
+        snapshots(outbox),
+        policy_snapshots(policy_snaps),
+        replicator(std::move(o), hooks()) {
     for (const std::string& u : urls) REQUIRE(router.add_worker({.url = u}).ok());
     router.policy().set_state_sink(&snapshots);
   }
@@ -120,6 +125,15 @@ struct Node {
       if (const auto* p = std::get_if<kvroute::sync::Placement>(&c)) snapshots.record(*p);
       return apply(c);
     };
+    if (policy_snapshots) {  // as kvroute_http_router wires them
+      h.save = [this](std::string_view model) {
+        return router.policy().save_state(model, *router.workers().snapshot());
+      };
+      h.restore = [this](std::string_view, std::string_view bytes) -> absl::Status {
+        return router.policy().restore_state(bytes, *router.workers().snapshot()).status();
+      };
+      return h;
+    }
     h.save = [this](std::string_view model) { return snapshots.save(model); };
     h.restore = [this, apply](std::string_view, std::string_view bytes) {
       return snapshots.restore(bytes, apply);
@@ -151,6 +165,7 @@ struct Node {
   kvroute::sync::Outbox outbox;
   FakeSnapshots snapshots;
   std::atomic<bool> hold{false};  // while set, applying waits (a stalled reader)
+  const bool policy_snapshots;
   kvroute::sync::RedisReplicator replicator;
 };
 

@@ -130,6 +130,37 @@ TEST_CASE("redis replicas: a replica started late restores snapshot and stream",
   for (const auto& [text, url] : after) CHECK(c.hits(text, url));
 }
 
+// A replica holds what others placed as chunk keys until a request brings
+// the text (sync/remote_index.hpp), and its snapshot saves its trees only:
+// a replica that restores that snapshot still reads the stream from its
+// start, so the placements the writer knew by key alone reach it too.
+TEST_CASE("redis replicas: a restore also has what the snapshot's writer knew by key only",
+          "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  auto ob = fast_options("b", redis.url());
+  ob.snapshot_interval = 100ms;  // only b writes snapshots
+  Node a(fast_options("a", redis.url()), kvroute_test::kWorkerUrls, {}, true);
+  Node b(ob, kvroute_test::kWorkerUrls, {}, true);
+  a.start();
+  b.start();
+
+  std::vector<std::pair<std::string, std::string>> sent;
+  for (std::uint64_t i = 0; i < 6; ++i) sent.emplace_back(text_of(i), a.route(text_of(i)));
+  // b's snapshot covers a's last entry; b's tree has none of a's texts.
+  REQUIRE(eventually([&] {
+    const std::string last = redis.last_entry_id("kvroute:stream:");
+    return !last.empty() && redis.command({"HGET", "kvroute:snapshot:", "id"}) == last;
+  }));
+  CHECK(b.router.policy().remote_keys() > 0);
+
+  Node c(fast_options("c", redis.url()),
+         {kvroute_test::kWorkerUrls.rbegin(), kvroute_test::kWorkerUrls.rend()}, {}, true);
+  c.start();
+  CHECK(c.stats().snapshots_restored == 1);
+  for (const auto& [text, url] : sent) CHECK(c.hits(text, url));
+}
+
 TEST_CASE("redis replicas: entries that are not batches are counted and skipped", "[redis]") {
   kvroute_test::TwoReplicas r;
   if (!r.start()) return;

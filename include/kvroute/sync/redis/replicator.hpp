@@ -51,11 +51,13 @@
 //     far ahead), it checks that no stream was trimmed past what it read
 //     (XINFO STREAM: the first entry left is past the last one read). If
 //     one was, it restores the model's snapshot when that is newer, and
-//     goes on from there.
+//     reads every entry left.
 //
 // On start, and for each model it begins to follow, it restores that
-// model's snapshot (Hooks::restore) and reads the model's stream from the
-// id the snapshot covers (from the stream's start without one).
+// model's snapshot (Hooks::restore) and reads the model's stream from its
+// start all the same: a policy's snapshot holds its trees, and what its
+// writer knew of other replicas' placements only by chunk key is in the
+// stream alone (docs/replicas.md).
 // wait_until_caught_up() tells the host when it has read everything that
 // was there.
 //

@@ -69,7 +69,7 @@ struct Followed {
   std::string model{};
   std::string key{};
   StreamId last{};                        // the last entry read (0-0: none)
-  std::optional<StreamId> snapshot_at{};  // `last` when this replica last wrote or restored one
+  std::optional<StreamId> snapshot_at{};  // the id of the last snapshot written or restored here
   bool check_trim = true;                 // it may have been trimmed past `last`: look
 };
 

@@ -122,8 +122,11 @@ inline absl::StatusOr<std::optional<SnapshotRecord>> Engine::fetch_snapshot(
   return snap;
 }
 
-// Starts reading a model's stream: from its snapshot's id once restored,
-// else from the stream's start.
+// Starts reading a model's stream: restores its snapshot, then reads the
+// stream from its start all the same. A snapshot holds its writer's trees;
+// what the writer knew of other replicas' placements only by chunk key
+// (sync/remote_index.hpp) is in the stream alone, and reading an entry
+// twice changes nothing. The snapshot stands for what was trimmed.
 inline absl::Status Engine::follow(const std::string& model) {
   Followed f{.model = model, .key = keys_.stream(model)};
   absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(model);
@@ -131,7 +134,6 @@ inline absl::Status Engine::follow(const std::string& model) {
   if (snap->has_value()) {
     const SnapshotRecord& rec = **snap;
     if (absl::Status s = h_.restore(model, rec.data); s.ok()) {
-      f.last = rec.id;
       f.snapshot_at = rec.id;
       bump(c_.snapshots_restored);
       c_.snapshot_restored_ms.store(rec.written_ms);
@@ -179,25 +181,33 @@ inline absl::Status Engine::check_trims() {
 }
 
 // After missing entries: the model's snapshot when it is newer than what
-// was read, then on from there. Without one, reading goes on from the
-// first entry left, and what was trimmed may be lost (a gap).
+// was read (unless this replica restored or wrote that one already), then
+// every entry left, as follow() reads them. Without a snapshot that
+// reaches the first entry left, reading goes on from there, and what was
+// trimmed may be lost (a gap).
 inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
   if (!f.fleet) {
     absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(f.model);
     if (!snap.ok()) return snap.status();
     if (snap->has_value() && (*snap)->id > f.last) {
       const SnapshotRecord& rec = **snap;
-      if (absl::Status s = h_.restore(f.model, rec.data); s.ok()) {
-        f.last = rec.id;
-        f.snapshot_at = rec.id;
-        bump(c_.catch_ups);
-        bump(c_.snapshots_restored);
-        c_.snapshot_restored_ms.store(rec.written_ms);
-        if (!missed_after(marks, f.last)) return absl::OkStatus();
-      } else {
-        bump(c_.snapshot_errors);
-        c_.set_error(
-            absl::StrCat("restoring the snapshot of model '", f.model, "': ", s.message()));
+      bool covered = f.snapshot_at && *f.snapshot_at >= rec.id;
+      if (!covered) {
+        if (absl::Status s = h_.restore(f.model, rec.data); s.ok()) {
+          covered = true;
+          f.snapshot_at = rec.id;
+          bump(c_.catch_ups);
+          bump(c_.snapshots_restored);
+          c_.snapshot_restored_ms.store(rec.written_ms);
+        } else {
+          bump(c_.snapshot_errors);
+          c_.set_error(
+              absl::StrCat("restoring the snapshot of model '", f.model, "': ", s.message()));
+        }
+      }
+      if (covered && !missed_after(marks, rec.id)) {
+        if (marks.first_entry) f.last = std::max(f.last, before(*marks.first_entry));
+        return absl::OkStatus();
       }
     }
   }
