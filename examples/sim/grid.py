@@ -66,8 +66,13 @@ def configs(traces, servers, files):
     return out
 
 
+def tag_of(cfg):
+    """A configuration's name in the tables and the per-run file names."""
+    return "%s_%s_%d_%s" % (cfg["trace"], cfg["load"], cfg["servers"], cfg["cache"])
+
+
 def run(sim, cfg, extra, outdir, seed, reuse):
-    tag = "%s_%s_%d_%s" % (cfg["trace"], cfg["load"], cfg["servers"], cfg["cache"])
+    tag = tag_of(cfg)
     path = os.path.join(outdir, "%s_seed%d.json" % (tag, seed))
     cmd = [sim, cfg["file"], "--speed", repr(cfg["speed"]), "--servers", str(cfg["servers"]),
            "--cache-tokens", str(cfg["cache_tokens"]), "--seed", str(seed), "-q",
@@ -280,7 +285,7 @@ def read_csv(path):
             p = {k: float(row[k]) for k in METRICS}
         except (TypeError, ValueError) as e:
             sys.exit("grid: %s line %d: %s" % (path, line, e))
-        c["tag"] = "%s_%s_%d_%s" % (c["trace"], c["load"], c["servers"], c["cache"])
+        c["tag"] = tag_of(c)
         run = runs.setdefault((c["tag"], c["seed"]), {"config": c, "policies": []})
         run["policies"].append(dict(p, name=row["policy"]))
     configs = {}  # tag -> its runs
@@ -296,8 +301,7 @@ def read_csv(path):
 def write_csv(results, path):
     """One row per configuration, seed and policy."""
     with open(path, "w") as f:
-        f.write("trace,load,servers,cache,speed,cache_tokens,seed,policy,hit_rate,ttft_mean_s,"
-                "ttft_p50_s,ttft_p99_s,rejected\n")
+        f.write(",".join(CSV_FIELDS) + "\n")
         for merged in results:
             for r in merged["runs"]:
                 c = r["config"]

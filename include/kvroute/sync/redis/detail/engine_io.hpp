@@ -186,15 +186,16 @@ inline absl::Status Engine::check_trims() {
 // reaches the first entry left, reading goes on from there, and what was
 // trimmed may be lost (a gap).
 inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
+  bool covered = false;  // a snapshot here holds everything trimmed
   if (!f.fleet) {
     absl::StatusOr<std::optional<SnapshotRecord>> snap = fetch_snapshot(f.model);
     if (!snap.ok()) return snap.status();
     if (snap->has_value() && (*snap)->id > f.last) {
       const SnapshotRecord& rec = **snap;
-      bool covered = f.snapshot_at && *f.snapshot_at >= rec.id;
-      if (!covered) {
+      bool restored = f.snapshot_at && *f.snapshot_at >= rec.id;
+      if (!restored) {
         if (absl::Status s = h_.restore(f.model, rec.data); s.ok()) {
-          covered = true;
+          restored = true;
           f.snapshot_at = rec.id;
           bump(c_.catch_ups);
           bump(c_.snapshots_restored);
@@ -205,15 +206,14 @@ inline absl::Status Engine::catch_up(Followed& f, const TrimMarks& marks) {
               absl::StrCat("restoring the snapshot of model '", f.model, "': ", s.message()));
         }
       }
-      if (covered && !missed_after(marks, rec.id)) {
-        if (marks.first_entry) f.last = std::max(f.last, before(*marks.first_entry));
-        return absl::OkStatus();
-      }
+      covered = restored && !missed_after(marks, rec.id);
     }
   }
-  bump(c_.gaps);
-  c_.set_error(absl::StrCat("stream ", f.key, " was trimmed past ", f.last.to_string(),
-                            " before it was read"));
+  if (!covered) {
+    bump(c_.gaps);
+    c_.set_error(absl::StrCat("stream ", f.key, " was trimmed past ", f.last.to_string(),
+                              " before it was read"));
+  }
   if (marks.first_entry) f.last = std::max(f.last, before(*marks.first_entry));
   return absl::OkStatus();
 }
