@@ -14,7 +14,11 @@
 //     below no_sink's rate. Every 256 selections the outbox is drained and
 //     its batch encoded, as the transport's thread would: that is timed
 //     apart (sender_ns_per_request), not in the selections' rate;
-//   * sink_and_receiving: the same, plus another replica's changes applied.
+//   * sink_texts (chat): placements carry their text (sync_text_share 1,
+//     not the default), so that each selection keeps its text for the
+//     ones after it and copies its new text to the outbox;
+//   * sink_and_receiving: the same as sink, plus another replica's changes
+//     applied.
 //     Mix: that replica routed the same mix, and its changes are applied
 //     over and over (each selection folds a remote prefix in: a worst
 //     case). Chat: two replicas behind a round-robin front; this one routes
@@ -43,7 +47,7 @@
 
 namespace {
 
-enum Mode { kNoSink = 0, kSink = 1, kSinkAndReceiving = 2 };
+enum Mode { kNoSink = 0, kSink = 1, kSinkAndReceiving = 2, kSinkTexts = 3 };
 constexpr std::size_t kWorkers = 8;
 constexpr std::size_t kDrainEvery = 256;
 
@@ -175,7 +179,8 @@ void BM_SyncChat(benchmark::State& state) {
   for (auto _ : state) {  // one pass over the workload per iteration
     state.PauseTiming();
     auto r = std::make_unique<Replica>();
-    auto policy = std::make_unique<P>(typename P::Options{.seed = 1});
+    auto policy = std::make_unique<P>(
+        typename P::Options{.sync_text_share = mode == kSinkTexts ? 1.0 : 0.0, .seed = 1});
     kvroute::notify_workers_changed(*policy, *r->snap);
     if (mode != kNoSink) policy->set_state_sink(&out);
     state.ResumeTiming();
@@ -221,10 +226,12 @@ BENCHMARK_TEMPLATE(BM_SyncChat, kvroute::CacheAware)
     ->Arg(kNoSink)
     ->Arg(kSink)
     ->Arg(kSinkAndReceiving)
+    ->Arg(kSinkTexts)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_SyncChat, kvroute::LeastPrefill)
     ->ArgName("mode")
     ->Arg(kNoSink)
     ->Arg(kSink)
     ->Arg(kSinkAndReceiving)
+    ->Arg(kSinkTexts)
     ->Unit(benchmark::kMillisecond);

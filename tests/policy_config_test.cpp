@@ -72,6 +72,8 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
                     "500000",
                     "--chars-per-token",
                     "3.5",
+                    "--sync-text-share",
+                    "0.5",
                     "--seed",
                     "42"});
   REQUIRE(cfg.ok());
@@ -91,6 +93,7 @@ TEST_CASE("config: every flag parses, in both spellings", "[config]") {
   CHECK(cfg->queue_weight == 0.25);
   CHECK(cfg->kv_capacity_tokens == 500000);
   CHECK(cfg->chars_per_token == 3.5);
+  CHECK(cfg->sync_text_share == 0.5);
   CHECK(cfg->seed == 42u);
 }
 
@@ -177,6 +180,10 @@ TEST_CASE("config: errors name the flag and the value", "[config]") {
   CHECK_THAT(error_of({"--kv-capacity-tokens", "1.5"}),
              Catch::Contains("--kv-capacity-tokens") && Catch::Contains("'1.5'"));
   CHECK_THAT(error_of({"--chars-per-token", "0"}), Catch::Contains("--chars-per-token"));
+  CHECK_THAT(error_of({"--sync-text-share", "1.5"}),
+             Catch::Contains("sync_text_share") && Catch::Contains("1.5"));
+  CHECK_THAT(error_of({"--sync-text-share", "-0.1"}),
+             Catch::Contains("--sync-text-share") && Catch::Contains("-0.1"));
   CHECK_THAT(error_of({"--assignment-mode", "fair"}),
              Catch::Contains("--assignment-mode") && Catch::Contains("'fair'"));
   CHECK_THAT(error_of({"--cache-threshold"}),

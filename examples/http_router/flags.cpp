@@ -431,7 +431,7 @@ std::string help_text() {
       "                                             dropped beyond; 0: no cap)\n"
       "  --max-idle-secs, --assignment-mode, --prefix-token-count,\n"
       "  --prefix-hash-load-factor, --bucket-adjust-interval-secs, --bounded-load-factor,\n"
-      "  --queue-weight, --chars-per-token, --seed: see docs/router.md\n\n"
+      "  --queue-weight, --chars-per-token, --sync-text-share, --seed: see docs/router.md\n\n"
       "Router:\n";
   for (const Spec& s : specs()) {
     std::string left = absl::StrCat("  --", absl::string_view(s.name.data(), s.name.size()));

@@ -76,6 +76,10 @@ struct Replicas {
   // Each replica publishes its load every load_period_s (0: whenever it
   // changed, at the event that changed it).
   double load_period_s = 0.1;
+  // The tree policies' sync_text_share: placements carry their new text
+  // while the requests that extend known text add at most this share of
+  // their bytes (0: keys only).
+  double text_share = kvroute::LeastPrefill::Options{}.sync_text_share;
 
   bool trees() const noexcept { return sync == SyncMode::kOn || sync == SyncMode::kTrees; }
   bool loads() const noexcept { return sync == SyncMode::kOn || sync == SyncMode::kLoads; }

@@ -68,6 +68,10 @@ generator: chat (default), agent, batch.
                         the others D ms later (default 100)
   --load-sync-ms L      with --replicas: each replica publishes its load every
                         L ms (default 100; 0: whenever it changes)
+  --sync-text-share X   with --replicas: placements carry their new text while
+                        the requests that extend known text add at most X of
+                        their bytes, keys otherwise (cache_aware and
+                        least_prefill's sync_text_share; default 0: keys only)
   --compare-replicas    per policy (default: cache_aware, least_prefill): one
                         router, --replicas synced (with --sync on: also
                         with state changes only), and unsynced, with targets
@@ -226,6 +230,14 @@ std::map<std::string, Handler> value_flags(Args& a) {
          c.replicas.load_period_s = non_negative("--load-sync-ms", v) * 1e-3;
          a.sync_flags.push_back("--load-sync-ms");
        }},
+      {"--sync-text-share",
+       [&](const char* v) {
+         c.replicas.text_share = non_negative("--sync-text-share", v);
+         if (c.replicas.text_share > 1) {
+           die(std::string("--sync-text-share: '") + v + "' is more than 1");
+         }
+         a.sync_flags.push_back("--sync-text-share");
+       }},
       {"--policies", [&](const char* v) { a.policies = policy_list(v); }},
       {"--json", [&](const char* v) { a.json = v; }},
       {"--svg", [&](const char* v) { a.svg = v; }},
@@ -245,6 +257,9 @@ void check_replica_flags(const Args& a) {
   for (const std::string& f : a.sync_flags) {
     if (r.sync == kvsim::SyncMode::kOff && f != "--sync") {
       die(f + ": nothing is synced with --sync off");
+    }
+    if (r.sync == kvsim::SyncMode::kLoads && f == "--sync-text-share") {
+      die("--sync-text-share: state changes are not synced with --sync loads");
     }
     if (r.sync == kvsim::SyncMode::kTrees && f == "--load-sync-ms") {
       die("--load-sync-ms: loads are not synced with --sync trees");

@@ -41,6 +41,9 @@ inline std::string model_text(const SimConfig& c) {
 }
 
 inline std::string sync_text(const Replicas& r) {
+  const std::string texts =
+      r.text_share > 0 ? fmt::format(" (texts while within {:g} of the text routed)", r.text_share)
+                       : " (keys only)";
   const std::string every = r.load_period_s > 0
                                 ? fmt::format("every {:g} ms", r.load_period_s * 1e3)
                                 : std::string("at every change");
@@ -48,13 +51,14 @@ inline std::string sync_text(const Replicas& r) {
     case SyncMode::kOff:
       return "unsynced";
     case SyncMode::kTrees:
-      return fmt::format("synced: state changes only, after {:g} ms", r.delay_s * 1e3);
+      return fmt::format("synced: state changes only{}, after {:g} ms", texts, r.delay_s * 1e3);
     case SyncMode::kLoads:
       return fmt::format("synced: loads only ({}), after {:g} ms", every, r.delay_s * 1e3);
     case SyncMode::kOn:
       break;
   }
-  return fmt::format("synced: state changes and loads ({}), after {:g} ms", every, r.delay_s * 1e3);
+  return fmt::format("synced: state changes{} and loads ({}), after {:g} ms", texts, every,
+                     r.delay_s * 1e3);
 }
 
 inline std::string replicas_text(const Replicas& r) {

@@ -355,6 +355,7 @@ inline std::unique_ptr<SimRouter> make_least_prefill(const std::string& name, co
                                 .queue_weight = fixed ? 0.4 : cfg.lp_queue_weight,
                                 .max_tree_size = tree,
                                 .kv_capacity_tokens = fixed ? 0 : cfg.cache_tokens,
+                                .sync_text_share = cfg.replicas.text_share,
                                 .clock = &clock,
                                 .seed = cfg.seed}),
       cfg.servers, name, fb, cpt, clock);
@@ -392,6 +393,7 @@ inline std::unique_ptr<SimRouter> make_router(const std::string& name, const Sim
                                       .chars_per_token = cpt,
                                       .feedback_slack_stamps = cfg.ca_feedback_slack_stamps,
                                       .recency_shift = cfg.ca_recency_shift,
+                                      .sync_text_share = cfg.replicas.text_share,
                                       .clock = &clock,
                                       .seed = seed}),
               name == "cache_aware" ? Feedback::kNone : Feedback::kCacheAware);

@@ -267,6 +267,7 @@ inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
                               .max_tree_size = cfg.max_tree_size,
                               .chars_per_token = cfg.chars_per_token,
                               .max_models = cfg.max_models,
+                              .sync_text_share = cfg.sync_text_share,
                               .clock = &clock,
                               .seed = cfg.seed});
     case PolicyKind::kLeastPrefill:
@@ -277,6 +278,7 @@ inline absl::StatusOr<AnyPolicy> make_policy(const PolicyConfig& cfg,
                                 .max_tree_size = cfg.max_tree_size,
                                 .kv_capacity_tokens = cfg.kv_capacity_tokens,
                                 .max_models = cfg.max_models,
+                                .sync_text_share = cfg.sync_text_share,
                                 .clock = &clock,
                                 .seed = cfg.seed});
   }

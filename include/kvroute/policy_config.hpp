@@ -24,6 +24,7 @@
 //   --queue-weight                  adaptive    queue_weight           adaptive or >= 0
 //   --kv-capacity-tokens            0 (unknown) kv_capacity_tokens     >= 0
 //   --chars-per-token               4           chars_per_token        > 0
+//   --sync-text-share               0 (keys)    sync_text_share        [0, 1]
 //   --seed                          fixed       seed
 //
 // `--eviction-interval-secs` (the Python launcher's spelling) is accepted as
@@ -196,6 +197,11 @@ struct PolicyConfig {
   std::int64_t kv_capacity_tokens = 0;
   double chars_per_token = 4.0;
 
+  // cache_aware and least_prefill among router replicas (sync/change.hpp):
+  // placements carry their new text while it stays within this share of
+  // the text routed, keys otherwise (0: keys only; 1: text always).
+  double sync_text_share = 0;
+
   // Every randomised choice.
   std::uint64_t seed = detail::kDefaultSeed;
 
@@ -271,6 +277,9 @@ inline absl::Status PolicyConfig::validate() const {
   if (!(chars_per_token > 0.0) || std::isinf(chars_per_token)) {
     return bad("chars_per_token", "--chars-per-token", show(chars_per_token),
                "must be finite and > 0");
+  }
+  if (!(sync_text_share >= 0.0 && sync_text_share <= 1.0)) {
+    return bad("sync_text_share", "--sync-text-share", show(sync_text_share), "is outside [0, 1]");
   }
   return absl::OkStatus();
 }
@@ -357,7 +366,7 @@ inline absl::Status parse_value(std::string_view flag, std::string_view v,
 namespace detail {
 
 // Every flag parse_policy_flags reads, without its "--" (and "router-").
-inline constexpr std::array<std::string_view, 18> kPolicyFlags = {
+inline constexpr std::array<std::string_view, 19> kPolicyFlags = {
     "policy",
     "cache-threshold",
     "balance-abs-threshold",
@@ -375,6 +384,7 @@ inline constexpr std::array<std::string_view, 18> kPolicyFlags = {
     "queue-weight",
     "kv-capacity-tokens",
     "chars-per-token",
+    "sync-text-share",
     "seed",
 };
 
@@ -409,6 +419,7 @@ inline absl::Status set_policy_flag(PolicyConfig& cfg, std::string_view name, st
   if (name == "queue-weight") return parse_value(flag, v, cfg.queue_weight);
   if (name == "kv-capacity-tokens") return parse_value(flag, v, cfg.kv_capacity_tokens);
   if (name == "chars-per-token") return parse_value(flag, v, cfg.chars_per_token);
+  if (name == "sync-text-share") return parse_value(flag, v, cfg.sync_text_share);
   return parse_value(flag, v, cfg.seed);  // "seed"
 }
 

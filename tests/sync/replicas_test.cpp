@@ -30,9 +30,10 @@ const std::vector<std::string> kUrls = {"http://w0:8000", "http://w1:8000", "htt
                                         "http://w3:8000"};
 
 template <class P>
-typename P::Options replica_options(std::uint64_t seed) {
+typename P::Options replica_options(std::uint64_t seed, double text_share) {
   typename P::Options o;
   o.seed = seed;
+  o.sync_text_share = text_share;
   return o;
 }
 
@@ -45,8 +46,8 @@ struct Replica {
   kvroute::sync::Outbox outbox;
   std::uint64_t seq = 0;
 
-  Replica(std::string n, std::vector<std::string> urls, std::uint64_t seed)
-      : name(std::move(n)), router(replica_options<P>(seed)) {
+  Replica(std::string n, std::vector<std::string> urls, std::uint64_t seed, double text_share = 0)
+      : name(std::move(n)), router(replica_options<P>(seed, text_share)) {
     for (const std::string& u : urls) REQUIRE(router.add_worker({.url = u}).ok());
     router.policy().set_state_sink(&outbox);
   }
@@ -179,14 +180,17 @@ class FakeTransport {
   std::vector<Pending> pending_;
 };
 
+// With a text share, some placements carry their text (applied whole, or
+// as keys when the prefix they extend has not arrived yet).
 template <class P>
-void check_replicas_converge(std::uint64_t seed) {
+void check_replicas_converge(std::uint64_t seed, double text_share = 0) {
   Workload w(seed);
   std::vector<std::unique_ptr<Replica<P>>> replicas;
   for (std::size_t i = 0; i < 3; ++i) {
     std::vector<std::string> urls = kUrls;
     std::shuffle(urls.begin(), urls.end(), w.rng());
-    replicas.push_back(std::make_unique<Replica<P>>("r" + std::to_string(i), urls, seed + i));
+    replicas.push_back(
+        std::make_unique<Replica<P>>("r" + std::to_string(i), urls, seed + i, text_share));
   }
   FakeTransport<P> net(replicas, w);
   for (int step = 0; step < 400; ++step) {
@@ -215,6 +219,57 @@ void check_replicas_converge(std::uint64_t seed) {
     }
   }
   CHECK(shared > w.texts().size() / 2);  // the check compared real matches
+  if (text_share > 0) {
+    for (auto& r : replicas) CHECK(r->router.policy().texts_applied() > 0);
+  }
+}
+
+// Three replicas select on their own threads while one transport thread
+// delivers their changes; once all is delivered they agree.
+void check_concurrent_replicas(double text_share) {
+  Workload w(7);
+  std::vector<std::unique_ptr<Replica<kvroute::CacheAware>>> replicas;
+  for (std::size_t i = 0; i < 3; ++i) {
+    replicas.push_back(std::make_unique<Replica<kvroute::CacheAware>>("r" + std::to_string(i),
+                                                                      kUrls, 10 + i, text_share));
+  }
+  std::vector<std::vector<std::string>> work(replicas.size());
+  for (int i = 0; i < 450; ++i) work[static_cast<std::size_t>(i) % work.size()].push_back(w.next());
+
+  std::atomic<int> running{static_cast<int>(replicas.size())};
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < replicas.size(); ++r) {
+    threads.emplace_back([&, r] {
+      for (const std::string& t : work[r]) (void)replicas[r]->router.select({.text = t});
+      running.fetch_sub(1);
+    });
+  }
+  // The transport: drains each outbox and delivers to the others, while
+  // the selections run.
+  std::vector<std::vector<kvroute::sync::Change>> mail(replicas.size());
+  auto pump = [&] {
+    for (std::size_t from = 0; from < replicas.size(); ++from) {
+      std::vector<kvroute::sync::Change> changes;
+      replicas[from]->outbox.drain(changes);
+      for (std::size_t to = 0; to < replicas.size(); ++to) {
+        if (to == from) continue;
+        const auto snap = replicas[to]->router.workers().snapshot();
+        for (const auto& c : changes) (void)replicas[to]->router.policy().apply_change(c, *snap);
+      }
+    }
+  };
+  while (running.load() > 0) pump();
+  for (auto& t : threads) t.join();
+  pump();
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& t : w.texts()) {
+      for (auto& r : replicas) r->match(t);
+    }
+  }
+  for (const std::string& t : w.texts()) {
+    const auto first = replicas[0]->match(t);
+    for (std::size_t i = 1; i < replicas.size(); ++i) CHECK(replicas[i]->match(t) == first);
+  }
 }
 
 }  // namespace
@@ -313,6 +368,160 @@ TEST_CASE("replicas: least_prefill replicas converge through a lossy transport",
   }
 }
 
+TEST_CASE("replicas: replicas that send texts converge through a lossy transport", "[sync]") {
+  for (std::uint64_t seed : {6u, 7u}) {
+    INFO("seed " << seed);
+    check_replicas_converge<kvroute::CacheAware>(seed, 0.5);
+    check_replicas_converge<kvroute::LeastPrefill>(seed, 1.0);
+  }
+}
+
+TEST_CASE("replicas: a placement with text is in the other trees at once", "[sync]") {
+  Replica<kvroute::CacheAware> a("a", kUrls, 1, 1.0);
+  Replica<kvroute::CacheAware> b("b", {kUrls.rbegin(), kUrls.rend()}, 2, 1.0);
+  auto held = [](auto& r, const std::string& t) {  // bytes matched, no fold
+    std::size_t n = 0;
+    r.router.policy().tree("")->visit_path(
+        t, [&n](const kvroute::RadixCandidates& h, std::size_t m) noexcept {
+          if (!h.empty()) n = m;
+        });
+    return n;
+  };
+  std::string chat = std::string(1000, 's') + " user: hello";
+  const std::string to = a.route(chat);
+  b.deliver(a.take_message());
+  CHECK(held(b, chat) == chat.size());  // tail bytes too
+  for (int turn = 0; turn < 5; ++turn) {
+    chat += " assistant: ok. user: turn " + std::to_string(turn) + std::string(150, 't');
+    CHECK(a.route(chat) == to);
+    const std::string m = a.take_message();
+    CHECK(m.size() < 400);  // the new text, not the whole
+    b.deliver(m);
+    CHECK(held(b, chat) == chat.size());
+  }
+  CHECK(b.router.policy().texts_applied() == 6);
+  CHECK(b.router.policy().texts_unanchored() == 0);
+  CHECK(b.router.policy().remote_keys() == 0);
+  CHECK(b.match(chat).second == std::set<std::string>{to});
+
+  // A replica that missed the turns before gets the last one as keys: its
+  // tree learns the text when a request there reaches it.
+  Replica<kvroute::CacheAware> c("c", kUrls, 3, 1.0);
+  chat += " user: one more" + std::string(300, 'm');
+  a.route(chat);
+  c.deliver(a.take_message());
+  CHECK(c.router.policy().texts_unanchored() == 1);
+  CHECK(c.router.policy().remote_keys() > 0);
+  CHECK(held(c, chat) == 0);
+  CHECK(c.match(chat) == std::pair{chat.size() / kChunkBytes, std::set<std::string>{to}});
+}
+
+TEST_CASE("replicas: placements carry text while the new text is a small share", "[sync]") {
+  // Counts, past the first `skip` bytes routed, the placements sent as
+  // text and as keys, at a share of 0.25.
+  auto run = [](auto next_text, std::size_t total, std::size_t skip) {
+    Replica<kvroute::CacheAware> a("a", kUrls, 1, 0.25);
+    std::size_t routed = 0, with_text = 0, keys_only = 0;
+    while (routed < total) {
+      const std::string t = next_text();
+      a.route(t);
+      routed += t.size();
+      auto b = kvroute::sync::decode(a.take_message());
+      REQUIRE(b.ok());
+      if (routed < skip) continue;
+      for (const auto& c : b->changes) {
+        (std::get<kvroute::sync::Placement>(c).text.empty() ? keys_only : with_text) += 1;
+      }
+    }
+    return std::pair{with_text, keys_only};
+  };
+  std::mt19937_64 rng(5);
+  auto random_text = [&rng](std::size_t n) {
+    std::string s(n, ' ');
+    for (char& c : s) c = static_cast<char>('a' + rng() % 26);
+    return s;
+  };
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  // Requests that extend a known prompt by 8 KiB of new text each: keys
+  // once the first 4 MiB of them have shown it.
+  const std::string prompt = random_text(1024);
+  const auto fresh = run([&] { return prompt + random_text(8192); }, 12 * kMiB, 6 * kMiB);
+  CHECK(fresh.first == 0);
+  CHECK(fresh.second > 500);
+  // First requests (nothing known) say nothing about the traffic: text.
+  const auto firsts = run([&] { return random_text(8192); }, 8 * kMiB, 0);
+  CHECK(firsts.first > 500);
+  CHECK(firsts.second == 0);
+  // Sessions that grow by a few hundred bytes a turn: text throughout.
+  std::vector<std::string> sessions(8);
+  for (auto& s : sessions) s = random_text(16384);
+  const auto growing = run(
+      [&] {
+        std::string& s = sessions[rng() % sessions.size()];
+        s += random_text(200 + rng() % 300);
+        if (s.size() > 64 * 1024) s = random_text(16384);
+        return s;
+      },
+      12 * kMiB, 0);
+  CHECK(growing.first > 300);
+  CHECK(growing.second == 0);
+}
+
+TEST_CASE("replicas: a feedback cut travels to replicas whose trees take texts", "[sync]") {
+  using LP = kvroute::LeastPrefill;
+  // One worker, so that every text lands on it; the same placements reach
+  // b in the same order, so its stamps follow a's.
+  Replica<LP> a("a", {kUrls[0]}, 1, 1.0);
+  Replica<LP> b("b", {kUrls[0]}, 2, 1.0);
+  Replica<LP> keys("keys", {kUrls[0]}, 3, 0.0);  // takes keys only
+  auto held = [](auto& r, const std::string& t) {
+    std::size_t n = 0;
+    r.router.policy().tree("")->visit_path(
+        t, [&n](const kvroute::RadixCandidates& h, std::size_t m) noexcept {
+          if (!h.empty()) n = m;
+        });
+    return n;
+  };
+  std::vector<std::string> texts;
+  for (char c : {'x', 'y', 'z'}) {
+    texts.push_back(std::string(1500, c) + " user: hello");
+    a.route(texts.back());
+    b.deliver(a.take_message());
+  }
+  for (const std::string& t : texts) CHECK(held(b, t) == t.size());
+
+  // z's next turn claims z; the server had none of it: a drops the claims
+  // older than z's (x and y), and so does b.
+  const std::string next = texts[2] + " assistant: hi. user: more" + std::string(300, 'm');
+  auto s = a.router.select({.text = next});
+  REQUIRE(s);
+  CHECK(s.decision.claimed >= texts[2].size());
+  b.deliver(a.take_message());
+  const kvroute::EvictResult e =
+      a.router.policy().report_cached({.text = next}, s.decision, /*cached_tokens=*/0);
+  CHECK(e.claims > 0);
+  const std::string m = a.take_message();
+  auto batch = kvroute::sync::decode(m);
+  REQUIRE(batch.ok());
+  CHECK(std::any_of(batch->changes.begin(), batch->changes.end(),
+                    [](const auto& c) { return std::holds_alternative<kvroute::sync::Cut>(c); }));
+  b.deliver(m);
+  CHECK(held(b, texts[0]) < kChunkBytes);
+  CHECK(held(b, texts[1]) < kChunkBytes);
+  CHECK(held(b, next) == next.size());  // placed after the cut's claim: kept
+
+  // A replica whose tree learns by folding keys ignores it.
+  keys.router.policy().fold_remote({.text = texts[0]});  // nothing known yet
+  const auto snap = keys.router.workers().snapshot();
+  REQUIRE(keys.router.policy().apply_change(
+              kvroute::sync::Placement{"", kUrls[0], 0, {kvroute::sync::chunk_key_at(texts[0], 0)}},
+              *snap) == kvroute::sync::Applied::kApplied);
+  keys.router.policy().fold_remote({.text = texts[0]});
+  REQUIRE(held(keys, texts[0]) == kChunkBytes);
+  keys.deliver(m);
+  CHECK(held(keys, texts[0]) == kChunkBytes);
+}
+
 TEST_CASE("replicas: AnyPolicy forwards sharing to the policies that share", "[sync]") {
   kvroute::PolicyConfig cfg;
   cfg.policy = kvroute::PolicyKind::kLeastPrefill;
@@ -345,48 +554,10 @@ TEST_CASE("replicas: AnyPolicy forwards sharing to the policies that share", "[s
 }
 
 TEST_CASE("replicas: selections and deliveries run concurrently", "[sync]") {
-  // Under TSan this is the race check; here it also converges.
-  Workload w(7);
-  std::vector<std::unique_ptr<Replica<kvroute::CacheAware>>> replicas;
-  for (std::size_t i = 0; i < 3; ++i) {
-    replicas.push_back(
-        std::make_unique<Replica<kvroute::CacheAware>>("r" + std::to_string(i), kUrls, 10 + i));
-  }
-  std::vector<std::vector<std::string>> work(replicas.size());
-  for (int i = 0; i < 450; ++i) work[static_cast<std::size_t>(i) % work.size()].push_back(w.next());
-
-  std::atomic<int> running{static_cast<int>(replicas.size())};
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < replicas.size(); ++r) {
-    threads.emplace_back([&, r] {
-      for (const std::string& t : work[r]) (void)replicas[r]->router.select({.text = t});
-      running.fetch_sub(1);
-    });
-  }
-  // The transport: drains each outbox and delivers to the others, while
-  // the selections run.
-  std::vector<std::vector<kvroute::sync::Change>> mail(replicas.size());
-  auto pump = [&] {
-    for (std::size_t from = 0; from < replicas.size(); ++from) {
-      std::vector<kvroute::sync::Change> changes;
-      replicas[from]->outbox.drain(changes);
-      for (std::size_t to = 0; to < replicas.size(); ++to) {
-        if (to == from) continue;
-        const auto snap = replicas[to]->router.workers().snapshot();
-        for (const auto& c : changes) (void)replicas[to]->router.policy().apply_change(c, *snap);
-      }
-    }
-  };
-  while (running.load() > 0) pump();
-  for (auto& t : threads) t.join();
-  pump();
-  for (int round = 0; round < 2; ++round) {
-    for (const std::string& t : w.texts()) {
-      for (auto& r : replicas) r->match(t);
-    }
-  }
-  for (const std::string& t : w.texts()) {
-    const auto first = replicas[0]->match(t);
-    for (std::size_t i = 1; i < replicas.size(); ++i) CHECK(replicas[i]->match(t) == first);
+  // Under TSan this is the race check; here it also converges. Keys only,
+  // then with texts.
+  for (double share : {0.0, 1.0}) {
+    INFO("sync_text_share " << share);
+    check_concurrent_replicas(share);
   }
 }

@@ -17,6 +17,7 @@
 #include "kvroute/sync/outbox.hpp"
 #include "kvroute/sync/remote_index.hpp"
 #include "kvroute/sync/shared_load.hpp"
+#include "kvroute/sync/text_store.hpp"
 #include "kvroute/sync/wire.hpp"
 
 namespace {
@@ -38,6 +39,12 @@ Batch sample_batch() {
       kvroute::sync::Placement{"m", "http://w1:8000", 3, {1, 2, 0xFFFFFFFFFFFFFFFFull}});
   b.changes.push_back(kvroute::sync::Forget{"", "http://w2:8000", 0, {7}});
   b.changes.push_back(kvroute::sync::WorkerGone{"http://w3:8000"});
+  b.changes.push_back(kvroute::sync::Placement{.model = "m",
+                                               .worker = "http://w1:8000",
+                                               .first = 2,
+                                               .text = "the rest of a text",
+                                               .anchor = 0xFEDCBA9876543210ull});
+  b.changes.push_back(kvroute::sync::Cut{"m", "http://w2:8000", 300});
   b.loads.push_back({"http://w1:8000", 5, 1200});
   return b;
 }
@@ -77,7 +84,7 @@ TEST_CASE("sync: a batch round-trips through the wire format", "[sync]") {
   CHECK(back->source == "router-a");
   CHECK(back->seq == 42);
   CHECK(back->sent_ns == 123456789);
-  REQUIRE(back->changes.size() == 3);
+  REQUIRE(back->changes.size() == 5);
   const auto& p = std::get<kvroute::sync::Placement>(back->changes[0]);
   CHECK(p.model == "m");
   CHECK(p.worker == "http://w1:8000");
@@ -85,6 +92,11 @@ TEST_CASE("sync: a batch round-trips through the wire format", "[sync]") {
   CHECK(p.keys == std::vector<std::uint64_t>{1, 2, 0xFFFFFFFFFFFFFFFFull});
   CHECK(std::get<kvroute::sync::Forget>(back->changes[1]).keys == std::vector<std::uint64_t>{7});
   CHECK(std::get<kvroute::sync::WorkerGone>(back->changes[2]).worker == "http://w3:8000");
+  const auto& t = std::get<kvroute::sync::Placement>(back->changes[3]);
+  CHECK((t.model == "m" && t.worker == "http://w1:8000" && t.first == 2 && t.keys.empty()));
+  CHECK((t.text == "the rest of a text" && t.anchor == 0xFEDCBA9876543210ull));
+  const auto& cut = std::get<kvroute::sync::Cut>(back->changes[4]);
+  CHECK((cut.model == "m" && cut.worker == "http://w2:8000" && cut.back == 300));
   REQUIRE(back->loads.size() == 1);
   CHECK(back->loads[0].in_flight == 5);
   CHECK(back->loads[0].tokens == 1200);
@@ -164,6 +176,105 @@ TEST_CASE("sync: the remote index keeps at most max_keys keys", "[sync]") {
   }
 }
 
+TEST_CASE("sync: the text store gives back the prefix an anchor names", "[sync]") {
+  using kvroute::sync::chunk_key_at;
+  kvroute::sync::TextStore store;
+  const std::string t1 = text_of(3 * kChunkBytes + 40, 3);
+  kvroute::sync::TextChunks c1(t1);
+  REQUIRE(store.add(c1, 0));
+  std::string out = "x";
+  REQUIRE(store.prefix(chunk_key_at(t1, 2), 3, &out));
+  CHECK(out == "x" + t1.substr(0, 3 * kChunkBytes));
+  out.clear();
+  REQUIRE(store.prefix(chunk_key_at(t1, 0), 1, &out));
+  CHECK(out == t1.substr(0, kChunkBytes));
+  // An unknown anchor, or one that names another position: nothing.
+  CHECK_FALSE(store.prefix(chunk_key_at(t1, 2) ^ 1, 3, &out));
+  CHECK_FALSE(store.prefix(chunk_key_at(t1, 2), 2, &out));
+  CHECK(out == t1.substr(0, kChunkBytes));
+  CHECK(store.prefix(0, 0, &out));  // no prefix to find
+
+  // The next turn extends t1's whole chunks: it takes t1's place.
+  const std::string t2 = t1.substr(0, 3 * kChunkBytes) + text_of(4 * kChunkBytes, 4);
+  kvroute::sync::TextChunks c2(t2);
+  REQUIRE(store.add(c2, 3));
+  CHECK(store.bytes() == t2.size());
+  out.clear();
+  REQUIRE(store.prefix(chunk_key_at(t2, 6), 7, &out));
+  CHECK(out == t2.substr(0, 7 * kChunkBytes));
+  out.clear();
+  REQUIRE(store.prefix(chunk_key_at(t1, 1), 2, &out));  // t1's chunks, now in t2
+  CHECK(out == t1.substr(0, 2 * kChunkBytes));
+
+  // A branch after chunk 1: kept beside t2, found by its own chunks.
+  const std::string t3 = t1.substr(0, 2 * kChunkBytes) + text_of(2 * kChunkBytes, 5);
+  kvroute::sync::TextChunks c3(t3);
+  REQUIRE(store.add(c3, 2));
+  CHECK(store.bytes() == t2.size() + t3.size());
+  out.clear();
+  REQUIRE(store.prefix(chunk_key_at(t3, 3), 4, &out));
+  CHECK(out == t3.substr(0, 4 * kChunkBytes));
+  out.clear();
+  REQUIRE(store.prefix(chunk_key_at(t2, 3), 4, &out));
+  CHECK(out == t2.substr(0, 4 * kChunkBytes));
+
+  // A text whose prefix is nowhere here is found by all its chunks.
+  const std::string t4 = text_of(5 * kChunkBytes, 6);
+  kvroute::sync::TextChunks c4(t4);
+  REQUIRE(store.add(c4, 3));
+  out.clear();
+  REQUIRE(store.prefix(chunk_key_at(t4, 1), 2, &out));
+  CHECK(out == t4.substr(0, 2 * kChunkBytes));
+
+  CHECK(store.contains(chunk_key_at(t4, 4), 5));
+  CHECK_FALSE(store.contains(chunk_key_at(t4, 4), 4));  // another position
+  CHECK_FALSE(store.contains(chunk_key_at(t4, 4) ^ 1, 5));
+}
+
+TEST_CASE("sync: the text store keeps at most max_bytes", "[sync]") {
+  using kvroute::sync::chunk_key_at;
+  const std::size_t len = 4 * kChunkBytes;
+  kvroute::sync::TextStore store(8 * len);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 40; ++i) {
+    texts.push_back(text_of(len, static_cast<char>(i)) + std::to_string(i));
+    kvroute::sync::TextChunks c(texts.back());
+    REQUIRE(store.add(c, 0));
+    CHECK(store.bytes() <= 8 * len + 2 * 40);
+  }
+  std::string out;
+  CHECK(store.prefix(chunk_key_at(texts.back(), 3), 4, &out));         // the newest stays
+  CHECK_FALSE(store.prefix(chunk_key_at(texts.front(), 3), 4, &out));  // the oldest went
+  const std::string huge = text_of(5 * len, 9);                        // longer than half the bound
+  kvroute::sync::TextChunks h(huge);
+  CHECK_FALSE(store.add(h, 0));
+  const std::string tiny = "shorter than a chunk";
+  kvroute::sync::TextChunks t(tiny);
+  CHECK_FALSE(store.add(t, 0));
+}
+
+TEST_CASE("sync: a sink that keeps keys only gets a placed text's keys", "[sync]") {
+  struct Keys final : kvroute::sync::StateSink {
+    std::uint32_t first = 0;
+    std::vector<std::uint64_t> keys;
+    void placed(std::string_view, std::string_view, std::uint32_t f,
+                std::span<const std::uint64_t> k) noexcept override {
+      first = f;
+      keys.assign(k.begin(), k.end());
+    }
+    void forgot(std::string_view, std::string_view, std::uint32_t,
+                std::span<const std::uint64_t>) noexcept override {}
+    void worker_gone(std::string_view) noexcept override {}
+    void pinned(std::string_view, std::string_view, std::string_view, std::int64_t,
+                bool) noexcept override {}
+  } sink;
+  const std::string t = text_of(5 * kChunkBytes + 9, 7);
+  sink.placed_text("m", "http://w", 2, 0, std::string_view(t).substr(2 * kChunkBytes));
+  CHECK(sink.first == 2);
+  REQUIRE(sink.keys.size() == 3);
+  for (std::size_t j = 0; j < 3; ++j) CHECK(sink.keys[j] == kvroute::sync::chunk_key_at(t, 2 + j));
+}
+
 TEST_CASE("sync: shared load adds live replicas' loads and expires silent ones", "[sync]") {
   kvroute::ManualClock clock;
   kvroute::Router<kvroute::RoundRobin> r;
@@ -203,8 +314,10 @@ TEST_CASE("sync: the outbox gives back every kind of change, in order", "[sync]"
   out.worker_gone("http://w3:8000");
   out.pinned("m2", "user-7", "http://w4:8000", -5, true);
   out.placed("", "", 0, {});
+  out.placed_text("m", "http://w1:8000", 7, 0xFFFFFFFFFFFFFFF0ull, "a placement's text");
+  out.cut("m", "http://w2:8000", 0xFFFFFFFFFFFFFFFFull);
   std::vector<Change> got;
-  REQUIRE(out.drain(got) == 5);
+  REQUIRE(out.drain(got) == 7);
   const auto& p = std::get<kvroute::sync::Placement>(got[0]);
   CHECK((p.model == "m" && p.worker == "http://w1:8000" && p.first == 4 && p.keys == keys));
   const auto& f = std::get<kvroute::sync::Forget>(got[1]);
@@ -215,6 +328,11 @@ TEST_CASE("sync: the outbox gives back every kind of change, in order", "[sync]"
   CHECK((pin.model == "m2" && pin.key == "user-7" && pin.worker == "http://w4:8000"));
   CHECK((pin.stamp == -5 && pin.reset));
   CHECK(std::get<kvroute::sync::Placement>(got[4]).keys.empty());
+  const auto& t = std::get<kvroute::sync::Placement>(got[5]);
+  CHECK((t.model == "m" && t.worker == "http://w1:8000" && t.first == 7 && t.keys.empty()));
+  CHECK((t.text == "a placement's text" && t.anchor == 0xFFFFFFFFFFFFFFF0ull));
+  const auto& cut = std::get<kvroute::sync::Cut>(got[6]);
+  CHECK((cut.model == "m" && cut.worker == "http://w2:8000" && cut.back == 0xFFFFFFFFFFFFFFFFull));
   CHECK(out.drain(got) == 0);  // emptied
 }
 

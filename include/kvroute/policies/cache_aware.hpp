@@ -152,6 +152,19 @@ class CacheAware {
     // Chunk keys held, per model, of what other replicas placed and no
     // request here has reached yet (sync/remote_index.hpp).
     std::size_t max_remote_keys = std::size_t{1} << 20;
+    // Among replicas: placements carry their new text to the other
+    // replicas while that text stays within this share of the text routed
+    // here (a running mean), and the keys of its chunks otherwise (0: keys
+    // only; 1: text always; values outside [0, 1] are taken as the nearest
+    // end). A placement whose text travels is in the other replicas' trees
+    // as soon as it is applied, instead of when a request there reaches
+    // it, and then feedback cuts travel too (detail/sync/hub.hpp,
+    // docs/replicas.md).
+    double sync_text_share = 0;
+    // Most bytes of recent text kept per model, where a placement with text
+    // finds the prefix it extends (sync/text_store.hpp): the text of the
+    // sessions live at once. Held only while texts travel.
+    std::size_t max_remote_text_bytes = std::size_t{1} << 29;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -168,7 +181,7 @@ class CacheAware {
                 .clock = o.clock,
                 .recency_shift = o.recency_shift,
                 .max_models = o.max_models}),
-        hub_(o.max_remote_keys) {}
+        hub_(o.max_remote_keys, o.sync_text_share, o.max_remote_text_bytes) {}
 
   CacheAware(const CacheAware&) = delete;
   CacheAware& operator=(const CacheAware&) = delete;
@@ -289,6 +302,10 @@ class CacheAware {
   }
   // Chunk keys from other replicas not yet folded into a tree.
   std::size_t remote_keys() const noexcept { return hub_.remote_keys(); }
+  // Placements with text applied whole, and those applied as keys because
+  // the prefix they extend was not kept here.
+  std::uint64_t texts_applied() const noexcept { return hub_.texts_applied(); }
+  std::uint64_t texts_unanchored() const noexcept { return hub_.texts_unanchored(); }
 
   // Snapshots (sync/snapshot.hpp): one model's tree, workers named by URL
   // through `workers`; restore merges a snapshot into the model's tree.

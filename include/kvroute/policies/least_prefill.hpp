@@ -181,6 +181,19 @@ class LeastPrefill {
     // Chunk keys held, per model, of what other replicas placed and no
     // request here has reached yet (sync/remote_index.hpp).
     std::size_t max_remote_keys = std::size_t{1} << 20;
+    // Among replicas: placements carry their new text to the other
+    // replicas while that text stays within this share of the text routed
+    // here (a running mean), and the keys of its chunks otherwise (0: keys
+    // only; 1: text always; values outside [0, 1] are taken as the nearest
+    // end). A placement whose text travels is in the other replicas' trees
+    // as soon as it is applied, instead of when a request there reaches
+    // it, and then feedback cuts travel too (detail/sync/hub.hpp,
+    // docs/replicas.md).
+    double sync_text_share = 0;
+    // Most bytes of recent text kept per model, where a placement with text
+    // finds the prefix it extends (sync/text_store.hpp): the text of the
+    // sessions live at once. Held only while texts travel.
+    std::size_t max_remote_text_bytes = std::size_t{1} << 29;
     // Must outlive the policy.
     const Clock* clock = &Clock::steady();
     std::uint64_t seed = detail::kDefaultSeed;
@@ -201,7 +214,7 @@ class LeastPrefill {
                 .eviction_interval = o.eviction_interval,
                 .clock = o.clock,
                 .max_models = o.max_models}),
-        hub_(o.max_remote_keys) {}
+        hub_(o.max_remote_keys, o.sync_text_share, o.max_remote_text_bytes) {}
 
   LeastPrefill(const LeastPrefill&) = delete;
   LeastPrefill& operator=(const LeastPrefill&) = delete;
@@ -319,7 +332,8 @@ class LeastPrefill {
       guard->set_tokens(
           whole_tokens(prompt_total(request, prompt_tokens) - static_cast<double>(cached_tokens)));
     }
-    if (hub_.receiving()) return {};  // a replica among others: the header says why
+    // A replica among others cuts only an eager tree: the header says why.
+    if (hub_.receiving() && !hub_.eager()) return {};
     const double cpt = claim_chars_per_token(request.text, prompt_tokens, cpt_);
     if (decision.claimed == 0 ||
         !claim_evicted(decision.claimed, cached_tokens, cpt, opt_.feedback_tolerance)) {
@@ -328,7 +342,11 @@ class LeastPrefill {
     const detail::TreeRef tree = trees_.find(request.model);
     if (!tree) return {};
     EvictResult e = tree->drop_older_than(decision.worker->id.value, decision.ticket + 1);
-    if (e.claims > 0) {
+    // The others cut alike when their trees take texts (the Cut covers what
+    // a Forget would say there); else they forget the request's chunks.
+    const std::uint64_t now = tree->now();
+    if (e.claims > 0 && !hub_.emit_cut(request.model, decision.worker->url,
+                                       now - std::min(now, decision.ticket + 1))) {
       hub_.emit_forgot(request.model, decision.worker->url, request.text,
                        static_cast<std::size_t>(static_cast<double>(cached_tokens) * cpt));
     }
@@ -360,6 +378,10 @@ class LeastPrefill {
     if (tree) hub_.fold_remote(request.model, chunks, *tree.get());
   }
   std::size_t remote_keys() const noexcept { return hub_.remote_keys(); }
+  // Placements with text applied whole, and those applied as keys because
+  // the prefix they extend was not kept here.
+  std::uint64_t texts_applied() const noexcept { return hub_.texts_applied(); }
+  std::uint64_t texts_unanchored() const noexcept { return hub_.texts_unanchored(); }
 
   // Snapshots (sync/snapshot.hpp): one model's tree, workers named by URL
   // through `workers`; restore merges a snapshot into the model's tree.

@@ -52,8 +52,8 @@ class Outbox final : public StateSink {
  public:
   struct Options {
     // The buffer's bound, in bytes of the log: per change its model,
-    // worker (and key) strings, eight bytes per chunk key, and a fixed
-    // record header.
+    // worker (and key) strings, eight bytes per chunk key, the text a
+    // placement carries, and a fixed record header.
     std::size_t max_bytes = std::size_t{8} << 20;
   };
   Outbox() noexcept : Outbox(Options{}) {}
@@ -63,9 +63,17 @@ class Outbox final : public StateSink {
               std::span<const std::uint64_t> keys) noexcept override {
     append({.kind = kPlaced, .first = first, .keys = keys.size()}, model, worker, {}, keys);
   }
+  void placed_text(std::string_view model, std::string_view worker, std::uint32_t first,
+                   std::uint64_t anchor, std::string_view text) noexcept override {
+    append({.kind = kPlacedText, .first = first, .stamp = static_cast<std::int64_t>(anchor)}, model,
+           worker, text, {});
+  }
   void forgot(std::string_view model, std::string_view worker, std::uint32_t first,
               std::span<const std::uint64_t> keys) noexcept override {
     append({.kind = kForgot, .first = first, .keys = keys.size()}, model, worker, {}, keys);
+  }
+  void cut(std::string_view model, std::string_view worker, std::uint64_t back) noexcept override {
+    append({.kind = kCut, .stamp = static_cast<std::int64_t>(back)}, model, worker, {}, {});
   }
   void worker_gone(std::string_view worker) noexcept override {
     append({.kind = kWorkerGone}, {}, worker, {}, {});
@@ -99,9 +107,11 @@ class Outbox final : public StateSink {
   }
 
  private:
-  enum Kind : std::uint8_t { kPlaced, kForgot, kWorkerGone, kPinned };
+  enum Kind : std::uint8_t { kPlaced, kForgot, kWorkerGone, kPinned, kPlacedText, kCut };
   // A record: this header, then the model, worker and key bytes, then the
-  // chunk keys. In process memory only: the wire format is wire.hpp's.
+  // chunk keys. In process memory only: the wire format is wire.hpp's. A
+  // placed text keeps its text in `key`, its anchor in `stamp`; a cut its
+  // `back` in `stamp`.
   struct Record {
     Kind kind = kPlaced;
     bool reset = false;
@@ -119,7 +129,7 @@ class Outbox final : public StateSink {
     const std::size_t size =
         sizeof(Record) + model.size() + worker.size() + key.size() + 8 * keys.size();
     detail::MutexLock lock(&mu_);
-    if (log_.size() + size > max_bytes_) {
+    if (log_.size() + size > max_bytes_ || key.size() > UINT32_MAX) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -164,6 +174,14 @@ class Outbox final : public StateSink {
         return Forget{std::move(model), std::move(worker), r.first, std::move(keys)};
       case kWorkerGone:
         return WorkerGone{std::move(worker)};
+      case kPlacedText:
+        return Placement{.model = std::move(model),
+                         .worker = std::move(worker),
+                         .first = r.first,
+                         .text = std::move(key),
+                         .anchor = static_cast<std::uint64_t>(r.stamp)};
+      case kCut:
+        return Cut{std::move(model), std::move(worker), static_cast<std::uint64_t>(r.stamp)};
       case kPinned:
         break;
     }

@@ -14,11 +14,19 @@
 //
 //   "KVRS"  version:u8  source:str  seq:varint  sent_ns:u64
 //   changes:varint  change*  loads:varint  load*  checksum:u64
-//   change = tag:u8 (1 placement, 2 forget, 3 worker gone, 4 pin) then
+//   change = tag:u8 (1 placement, 2 forget, 3 worker gone, 4 pin,
+//            5 placement with text, 6 cut) then
 //            placement/forget: model:str worker:str scheme:u8 first:varint
 //                              keys:varint key:u64*
 //            worker gone:      worker:str
 //            pin:              model:str key:str worker:str stamp:u64 reset:u8
+//            with text:        model:str worker:str scheme:u8 first:varint
+//                              anchor:u64 text:str
+//            cut:              model:str worker:str back:varint
+//
+// A placement with text and a cut have tags of their own, so that a fleet
+// whose replicas send keys only reads the same bytes as before they
+// existed.
 //   load   = worker:str in_flight:varint tokens:varint
 //   str    = length:varint bytes
 //
@@ -66,6 +74,7 @@ inline constexpr std::string_view kWireMagic = "KVRS";
 inline constexpr std::size_t kMaxNameBytes = 4096;      // source, model, URL
 inline constexpr std::size_t kMaxBatchItems = 1 << 20;  // changes, loads
 inline constexpr std::size_t kMaxKeysPerChange = 1 << 22;
+inline constexpr std::size_t kMaxTextBytes = std::size_t{1} << 28;  // a placement's text
 
 struct LoadEntry {
   std::string worker{};  // URL
@@ -82,7 +91,14 @@ struct Batch {
 };
 
 namespace wire_detail {
-enum Tag : std::uint8_t { kPlacement = 1, kForget = 2, kWorkerGone = 3, kPin = 4 };
+enum Tag : std::uint8_t {
+  kPlacement = 1,
+  kForget = 2,
+  kWorkerGone = 3,
+  kPin = 4,
+  kPlacementText = 5,
+  kCut = 6
+};
 
 template <class C>
 void encode_keys(detail::Writer& w, const C& c) {
@@ -116,6 +132,60 @@ bool decode_keys(detail::Reader& r, C& c) {
   for (std::uint64_t& k : c.keys) r.u64(k);
   return true;
 }
+// Reads one change of kind `tag` into `out`; returns what is wrong with
+// it, or an empty string.
+inline std::string decode_change(detail::Reader& r, std::uint8_t tag, std::vector<Change>& out) {
+  if (tag == kPlacement || tag == kForget) {
+    Placement p;
+    if (!decode_keys(r, p)) return "bad placement or forget";
+    if (tag == kPlacement) {
+      out.emplace_back(std::move(p));
+    } else {
+      out.emplace_back(
+          Forget{std::move(p.model), std::move(p.worker), p.first, std::move(p.keys), p.scheme});
+    }
+  } else if (tag == kPlacementText) {
+    std::string_view model, worker, text;
+    std::uint8_t scheme = 0;
+    std::uint64_t first = 0, anchor = 0;
+    if (!r.str(model, kMaxNameBytes) || !r.str(worker, kMaxNameBytes) || !r.u8(scheme) ||
+        !r.count(first, UINT32_MAX) || !r.u64(anchor) || !r.str(text, kMaxTextBytes) ||
+        text.empty()) {
+      return "bad placement with text";
+    }
+    out.emplace_back(Placement{.model = std::string(model),
+                               .worker = std::string(worker),
+                               .first = static_cast<std::uint32_t>(first),
+                               .scheme = static_cast<KeyScheme>(scheme),
+                               .text = std::string(text),
+                               .anchor = anchor});
+  } else if (tag == kCut) {
+    std::string_view model, worker;
+    std::uint64_t back = 0;
+    if (!r.str(model, kMaxNameBytes) || !r.str(worker, kMaxNameBytes) || !r.varint(back)) {
+      return "bad cut";
+    }
+    out.emplace_back(Cut{std::string(model), std::string(worker), back});
+  } else if (tag == kWorkerGone) {
+    std::string_view worker;
+    if (!r.str(worker, kMaxNameBytes)) return "bad worker-gone change";
+    out.emplace_back(WorkerGone{std::string(worker)});
+  } else if (tag == kPin) {
+    std::string_view model, key, worker;
+    std::uint64_t stamp = 0;
+    std::uint8_t reset = 0;
+    if (!r.str(model, kMaxNameBytes) || !r.str(key, kMaxNameBytes) ||
+        !r.str(worker, kMaxNameBytes) || !r.u64(stamp) || !r.u8(reset) || reset > 1) {
+      return "bad pin";
+    }
+    out.emplace_back(Pin{std::string(model), std::string(key), std::string(worker),
+                         static_cast<std::int64_t>(stamp), reset == 1});
+  } else {
+    return absl::StrCat("unknown change tag ", static_cast<int>(tag));
+  }
+  return {};
+}
+
 }  // namespace wire_detail
 
 inline std::string encode(const Batch& b) {
@@ -133,15 +203,31 @@ inline std::string encode(const Batch& b) {
         [&w](const auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, Placement>) {
-            w.u8(kPlacement);
-            encode_keys(w, x);
+            if (x.text.empty()) {
+              w.u8(kPlacement);
+              encode_keys(w, x);
+            } else {
+              w.u8(kPlacementText);
+              w.str(x.model);
+              w.str(x.worker);
+              w.u8(static_cast<std::uint8_t>(x.scheme));
+              w.varint(x.first);
+              w.u64(x.anchor);
+              w.str(x.text);
+            }
           } else if constexpr (std::is_same_v<T, Forget>) {
             w.u8(kForget);
             encode_keys(w, x);
           } else if constexpr (std::is_same_v<T, WorkerGone>) {
             w.u8(kWorkerGone);
             w.str(x.worker);
+          } else if constexpr (std::is_same_v<T, Cut>) {
+            w.u8(kCut);
+            w.str(x.model);
+            w.str(x.worker);
+            w.varint(x.back);
           } else {
+            static_assert(std::is_same_v<T, Pin>);
             w.u8(kPin);
             w.str(x.model);
             w.str(x.key);
@@ -193,31 +279,8 @@ inline absl::StatusOr<Batch> decode(std::string_view bytes) {
   for (std::uint64_t i = 0; i < n; ++i) {
     std::uint8_t tag = 0;
     if (!r.u8(tag)) return bad("truncated change", at());
-    if (tag == kPlacement || tag == kForget) {
-      Placement p;
-      if (!decode_keys(r, p)) return bad("bad placement or forget", at());
-      if (tag == kPlacement) {
-        b.changes.emplace_back(std::move(p));
-      } else {
-        b.changes.emplace_back(
-            Forget{std::move(p.model), std::move(p.worker), p.first, std::move(p.keys), p.scheme});
-      }
-    } else if (tag == kWorkerGone) {
-      std::string_view worker;
-      if (!r.str(worker, kMaxNameBytes)) return bad("bad worker-gone change", at());
-      b.changes.emplace_back(WorkerGone{std::string(worker)});
-    } else if (tag == kPin) {
-      std::string_view model, key, worker;
-      std::uint64_t stamp = 0;
-      std::uint8_t reset = 0;
-      if (!r.str(model, kMaxNameBytes) || !r.str(key, kMaxNameBytes) ||
-          !r.str(worker, kMaxNameBytes) || !r.u64(stamp) || !r.u8(reset) || reset > 1) {
-        return bad("bad pin", at());
-      }
-      b.changes.emplace_back(Pin{std::string(model), std::string(key), std::string(worker),
-                                 static_cast<std::int64_t>(stamp), reset == 1});
-    } else {
-      return bad(absl::StrCat("unknown change tag ", static_cast<int>(tag)), at());
+    if (std::string what = decode_change(r, tag, b.changes); !what.empty()) {
+      return bad(what, at());
     }
   }
   if (!r.count(n, kMaxBatchItems)) return bad("bad load count", at());

@@ -5,17 +5,36 @@
 // Not API. `detail::SyncHub`: what a tree policy (cache_aware,
 // least_prefill) keeps to share its state with other replicas
 // (sync/change.hpp): the sink it emits to, the RemoteIndex of each model
-// with what came from elsewhere, and the URLs of its workers (changes name
-// workers by URL). The policies call it at four points:
+// with what came from elsewhere as keys, the TextStore of each model with
+// recent texts (when texts travel), and the URLs of its workers (changes
+// name workers by URL). The policies call it at four points:
 //
 //   * before a selection reads the tree: fold in what other replicas placed
 //     that this text reaches (RemoteIndex::take_deepest, then inserts of
 //     the request's own prefix under the workers named there);
-//   * after the text is inserted under the chosen worker: emit the keys of
-//     the chunks the tree did not know before (from the last known one);
+//   * after the text is inserted under the chosen worker: emit the chunks
+//     the tree did not know before (from the last known one), as the text
+//     itself while the requests that extend known text add at most
+//     `text_share` of their bytes (text_mode), as keys otherwise; a text
+//     sent is kept in the store, where later placements find the prefix
+//     they extend (on the sender: whether the others hold it; on a
+//     receiver: its bytes);
 //   * when feedback drops a claim (report_cached): emit a Forget for the
-//     chunks the server no longer had;
+//     chunks the server no longer had or, from least_prefill when the tree
+//     is eager (below), a Cut for the claims as old as the one found short;
 //   * when a worker is removed: emit WorkerGone.
+//
+// A placement with text is applied at once: the text it extends, found by
+// its anchor in the store, and its own bytes are inserted into the tree
+// under its worker. When the store lacks that prefix (it was dropped, or
+// the placement came before the one it extends), its chunks' keys go to
+// the RemoteIndex as a placement without text would.
+//
+// The tree is eager while it learns other replicas' placements as they
+// are made: texts travel, and nine in ten of the last placements applied
+// here (over about the last thousand) came whole. Only then is its recency
+// order close enough to each server's LRU order for a feedback cut by
+// recency (feedback.hpp) to mean what it says, here or sent as a Cut.
 //
 // With no sink and nothing received, each point is one relaxed atomic load.
 //
@@ -44,6 +63,7 @@
 #include "kvroute/sync/change.hpp"
 #include "kvroute/sync/chunk_key.hpp"
 #include "kvroute/sync/remote_index.hpp"
+#include "kvroute/sync/text_store.hpp"
 #include "kvroute/worker_set.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
@@ -51,7 +71,13 @@ namespace detail {
 
 class SyncHub {
  public:
-  explicit SyncHub(std::size_t max_remote_keys) noexcept : max_remote_keys_(max_remote_keys) {}
+  // `text_share` outside [0, 1] is taken as the nearest end (NaN as 0).
+  explicit SyncHub(std::size_t max_remote_keys, double text_share = 0,
+                   std::size_t max_text_bytes = std::size_t{1} << 29) noexcept
+      : max_remote_keys_(max_remote_keys),
+        max_text_bytes_(max_text_bytes),
+        text_share_(text_share > 0 ? std::min(text_share, 1.0) : 0.0),
+        texting_(text_share_ > 0) {}
   SyncHub(const SyncHub&) = delete;
   SyncHub& operator=(const SyncHub&) = delete;
 
@@ -64,16 +90,24 @@ class SyncHub {
   // applied here: the tree no longer learns from this policy's own
   // selections alone.
   bool receiving() const noexcept { return receiving_.load(std::memory_order_relaxed); }
+  // Whether the tree learns other replicas' placements as they are made
+  // (the header says when).
+  bool eager() const noexcept {
+    if (!texting_.load(std::memory_order_relaxed)) return false;
+    const std::uint64_t whole = recent_whole_.load(std::memory_order_relaxed);
+    const std::uint64_t keyed = recent_keyed_.load(std::memory_order_relaxed);
+    return keyed * 10 <= whole + keyed;
+  }
 
   // Before a selection reads `tree`: folds in the deepest prefix of the
   // text that other replicas placed and this tree has not seen yet.
   void fold_remote(std::string_view model, sync::TextChunks& chunks,
                    ApproxRadixTree& tree) noexcept {
     if (!receiving_.load(std::memory_order_relaxed) || chunks.size() == 0) return;
-    sync::RemoteIndex* index = find_index(model);
-    if (index == nullptr || index->empty()) return;
+    ModelState* m = find_state(model);
+    if (m == nullptr || m->index.empty()) return;
     sync::RemoteIndex::Taken holders;
-    const std::ptrdiff_t i = index->take_deepest(chunks, 0, &holders);
+    const std::ptrdiff_t i = m->index.take_deepest(chunks, 0, &holders);
     if (i < 0) return;
     const std::string_view prefix =
         utf8_cut(chunks.text().substr(0, (static_cast<std::size_t>(i) + 1) * sync::kChunkBytes));
@@ -82,16 +116,34 @@ class SyncHub {
 
   // After a selection inserted the text under `worker`: emits the chunks
   // from the one holding byte `known` of the text (what the tree matched
-  // before the insert) to the last whole chunk. Nothing when `worker`
-  // already held every whole chunk (`held_all`): the tree learnt that from
-  // a placement that was emitted then, here or on another replica, so a
-  // request that only repeats known text costs nothing to share.
+  // before the insert) to the last whole chunk: as text in text_mode()
+  // (then the bytes after the last whole chunk travel too), as keys
+  // otherwise. Nothing when `worker` already held every whole chunk
+  // (`held_all`): the tree learnt that from a placement that was emitted
+  // then, here or on another replica, so a request that only repeats known
+  // text costs nothing to share.
   void emit_placed(std::string_view model, std::string_view worker, sync::TextChunks& chunks,
                    std::size_t known, bool held_all = false) noexcept {
     sync::StateSink* s = sink();
-    if (s == nullptr || chunks.size() == 0 || held_all) return;
+    if (s == nullptr) return;
+    if (chunks.size() == 0 || held_all) {
+      if (text_share_ > 0) (void)text_mode(chunks.text().size(), 0, held_all);
+      return;
+    }
     const std::size_t first = std::min(known / sync::kChunkBytes, chunks.size() - 1);
-    if (!chunks.compute_from(first)) return;
+    if (!chunks.compute_from(first > 0 ? first - 1 : 0)) return;
+    if (text_share_ > 0 && text_mode(chunks.text().size(),
+                                     chunks.text().size() - first * sync::kChunkBytes, first > 0)) {
+      ModelState* m = state_for(model);
+      // The others hold the prefix as far as the store does (it keeps only
+      // texts sent whole); the rest of it travels too.
+      const std::size_t from = m == nullptr ? 0 : m->texts.deepest(chunks, first);
+      if (m != nullptr) (void)m->texts.add(chunks, from);
+      s->placed_text(model, worker, static_cast<std::uint32_t>(from),
+                     from > 0 ? chunks.key(from - 1) : 0,
+                     chunks.text().substr(from * sync::kChunkBytes));
+      return;
+    }
     s->placed(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
   }
 
@@ -107,6 +159,16 @@ class SyncHub {
     const std::size_t first = kept / sync::kChunkBytes;
     if (first >= chunks.size() || !chunks.compute_from(first)) return;
     s->forgot(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
+  }
+
+  // Feedback cut `worker`'s claims from `back` stamps before the tree's
+  // now() on: the others cut theirs alike, when this tree is eager.
+  // Returns whether a Cut was emitted.
+  bool emit_cut(std::string_view model, std::string_view worker, std::uint64_t back) noexcept {
+    sync::StateSink* s = sink();
+    if (s == nullptr || !eager()) return false;
+    s->cut(model, worker, back);
+    return true;
   }
 
   // A worker was removed from this replica's set.
@@ -140,11 +202,13 @@ class SyncHub {
       if (w == nullptr) return sync::Applied::kUnknownWorker;
       trees.for_each([id = w->id.value](ApproxRadixTree& t) { t.remove_tenant(id); });
       MutexLock lock(&mu_);
-      for (auto& [model, index] : indexes_) index->remove_worker(w->id.value);
+      for (auto& [model, state] : models_) state->index.remove_worker(w->id.value);
       return sync::Applied::kApplied;
     }
-    if (const auto* p = std::get_if<sync::Placement>(&change))
-      return apply_keys(*p, true, snapshot);
+    if (const auto* p = std::get_if<sync::Placement>(&change)) {
+      return p->text.empty() ? apply_keys(*p, true, snapshot) : apply_text(*p, snapshot, trees);
+    }
+    if (const auto* c = std::get_if<sync::Cut>(&change)) return apply_cut(*c, snapshot, trees);
     if (const auto* f = std::get_if<sync::Forget>(&change)) return apply_keys(*f, false, snapshot);
     return sync::Applied::kNotShared;  // a Pin: manual's
   }
@@ -153,8 +217,17 @@ class SyncHub {
   std::size_t remote_keys() const noexcept {
     MutexLock lock(&mu_);
     std::size_t n = 0;
-    for (const auto& [model, index] : indexes_) n += index->size();
+    for (const auto& [model, state] : models_) n += state->index.size();
     return n;
+  }
+
+  // Placements with text applied whole, and those whose prefix was not in
+  // the store (applied as keys).
+  std::uint64_t texts_applied() const noexcept {
+    return texts_applied_.load(std::memory_order_relaxed);
+  }
+  std::uint64_t texts_unanchored() const noexcept {
+    return texts_unanchored_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -184,29 +257,139 @@ class SyncHub {
     if (w == nullptr || (!w->model.empty() && w->model != c.model)) {
       return sync::Applied::kUnknownWorker;
     }
-    sync::RemoteIndex* index = index_for(c.model);
-    if (index == nullptr) return sync::Applied::kOutOfMemory;
+    ModelState* m = state_for(c.model);
+    if (m == nullptr) return sync::Applied::kOutOfMemory;
     if (!add) {
-      index->remove(w->id.value, c.keys);
+      m->index.remove(w->id.value, c.keys);
       return sync::Applied::kApplied;
     }
-    if (!index->add(w->id.value, c.keys)) return sync::Applied::kOutOfMemory;
+    if (!m->index.add(w->id.value, c.keys)) return sync::Applied::kOutOfMemory;
     receiving_.store(true, std::memory_order_relaxed);
+    count_placement(false);
     return sync::Applied::kApplied;
   }
 
-  sync::RemoteIndex* find_index(std::string_view model) const noexcept {
-    ReaderMutexLock lock(&mu_);
-    auto it = indexes_.find(to_absl(model));
-    return it == indexes_.end() ? nullptr : it->second.get();
+  // Counts a placement applied whole or as keys, for eager(): halves both
+  // counts every kWindow placements, so that the last ones weigh most.
+  // Relaxed: a racing update may be lost.
+  void count_placement(bool whole) noexcept {
+    constexpr std::uint64_t kWindow = 1024;
+    std::atomic<std::uint64_t>& c = whole ? recent_whole_ : recent_keyed_;
+    c.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t w = recent_whole_.load(std::memory_order_relaxed);
+    const std::uint64_t k = recent_keyed_.load(std::memory_order_relaxed);
+    if (w + k >= kWindow) {
+      recent_whole_.store(w / 2, std::memory_order_relaxed);
+      recent_keyed_.store(k / 2, std::memory_order_relaxed);
+    }
   }
 
-  sync::RemoteIndex* index_for(std::string_view model) noexcept {
-    if (sync::RemoteIndex* i = find_index(model)) return i;
+  // A Cut: the worker's claims from `back` stamps before now() on, in an
+  // eager tree; nothing in another (the header says why).
+  sync::Applied apply_cut(const sync::Cut& c, const WorkerSnapshot& snapshot,
+                          ModelTrees& trees) noexcept {
+    const Worker* w = snapshot.find_url(c.worker);
+    if (w == nullptr || (!w->model.empty() && w->model != c.model)) {
+      return sync::Applied::kUnknownWorker;
+    }
+    if (!eager()) return sync::Applied::kApplied;
+    const TreeRef tree = trees.find(c.model);
+    if (!tree) return sync::Applied::kApplied;
+    const std::uint64_t now = tree->now();
+    if (now > c.back) (void)tree->drop_older_than(w->id.value, now - c.back);
+    return sync::Applied::kApplied;
+  }
+
+  // A placement with text: the whole text into the tree when its prefix is
+  // in the store, its chunks' keys into the RemoteIndex when not.
+  sync::Applied apply_text(const sync::Placement& p, const WorkerSnapshot& snapshot,
+                           ModelTrees& trees) noexcept {
+    if (p.scheme != sync::KeyScheme::kTextChunks) return sync::Applied::kUnknownScheme;
+    const Worker* w = snapshot.find_url(p.worker);
+    if (w == nullptr || (!w->model.empty() && w->model != p.model)) {
+      return sync::Applied::kUnknownWorker;
+    }
+    ModelState* m = state_for(p.model);
+    if (m == nullptr) return sync::Applied::kOutOfMemory;
+    receiving_.store(true, std::memory_order_relaxed);
+    texting_.store(true, std::memory_order_relaxed);
+    std::string whole;
+    if (p.first > 0 && !m->texts.prefix(p.anchor, p.first, &whole)) {
+      texts_unanchored_.fetch_add(1, std::memory_order_relaxed);
+      sync::Placement keys{.model = p.model, .worker = p.worker, .first = p.first};
+      try {
+        for (std::size_t j = 0; j < sync::whole_chunks(p.text.size()); ++j) {
+          keys.keys.push_back(sync::chunk_key(
+              std::string_view(p.text).substr(j * sync::kChunkBytes, sync::kChunkBytes),
+              p.first + static_cast<std::uint32_t>(j)));
+        }
+      } catch (...) {
+        return sync::Applied::kOutOfMemory;
+      }
+      return apply_keys(keys, true, snapshot);
+    }
+    try {
+      whole.append(p.text);
+    } catch (...) {
+      return sync::Applied::kOutOfMemory;
+    }
+    const TreeRef tree = trees.get_or_create(p.model);
+    if (!tree || !tree->insert(whole, w->id.value).ok()) return sync::Applied::kOutOfMemory;
+    sync::TextChunks chunks(whole);
+    (void)m->texts.add(chunks, p.first);
+    texts_applied_.fetch_add(1, std::memory_order_relaxed);
+    count_placement(true);
+    return sync::Applied::kApplied;
+  }
+
+  // Whether placements carry text now: while the requests that extend a
+  // known prefix add at most text_share of their bytes as new text, over
+  // about the last kWindow bytes of such requests (both sums halve past
+  // it), and always over the first kSample bytes, too few to judge by. A
+  // selection of `routed` bytes whose placement would carry `fresh` bytes
+  // counts when it extends what the tree knew (`extends`); a session's
+  // first request (nothing known) is all new text on any traffic and says
+  // nothing about it. One mode for all placements rather than a budget
+  // spent placement by placement: a placement sent as keys makes the
+  // receivers learn it by folding, so their trees stop being eager (above)
+  // for a while, and a budget that runs dry now and then costs more than
+  // its share. Relaxed: a racing update may be lost.
+  bool text_mode(std::size_t routed, std::size_t fresh, bool extends) noexcept {
+    constexpr std::uint64_t kWindow = std::uint64_t{256} << 20;
+    constexpr std::uint64_t kSample = std::uint64_t{4} << 20;
+    std::uint64_t r = routed_.load(std::memory_order_relaxed);
+    std::uint64_t f = fresh_.load(std::memory_order_relaxed);
+    if (extends) {
+      r = routed_.fetch_add(routed, std::memory_order_relaxed) + routed;
+      f = fresh_.fetch_add(fresh, std::memory_order_relaxed) + fresh;
+      if (r > kWindow) {
+        routed_.store(r / 2, std::memory_order_relaxed);
+        fresh_.store(f / 2, std::memory_order_relaxed);
+      }
+    }
+    return r < kSample || static_cast<double>(f) <= text_share_ * static_cast<double>(r);
+  }
+
+  // What the hub keeps per model.
+  struct ModelState {
+    ModelState(std::size_t max_keys, std::size_t max_text_bytes) noexcept
+        : index(max_keys), texts(max_text_bytes) {}
+    sync::RemoteIndex index;
+    sync::TextStore texts;
+  };
+
+  ModelState* find_state(std::string_view model) const noexcept {
+    ReaderMutexLock lock(&mu_);
+    auto it = models_.find(to_absl(model));
+    return it == models_.end() ? nullptr : it->second.get();
+  }
+
+  ModelState* state_for(std::string_view model) noexcept {
+    if (ModelState* m = find_state(model)) return m;
     MutexLock lock(&mu_);
     try {
-      auto [it, inserted] = indexes_.try_emplace(std::string(model), nullptr);
-      if (inserted) it->second = std::make_unique<sync::RemoteIndex>(max_remote_keys_);
+      auto [it, inserted] = models_.try_emplace(std::string(model), nullptr);
+      if (inserted) it->second = std::make_unique<ModelState>(max_remote_keys_, max_text_bytes_);
       return it->second.get();
     } catch (...) {
       return nullptr;
@@ -214,11 +397,20 @@ class SyncHub {
   }
 
   const std::size_t max_remote_keys_;
+  const std::size_t max_text_bytes_;
+  const double text_share_;
   std::atomic<sync::StateSink*> sink_{nullptr};
   std::atomic<bool> receiving_{false};
+  // Texts are kept: this replica sends them, or was sent one.
+  std::atomic<bool> texting_;
+  std::atomic<std::uint64_t> routed_{0};  // text_mode()'s sums
+  std::atomic<std::uint64_t> fresh_{0};
+  std::atomic<std::uint64_t> texts_applied_{0};
+  std::atomic<std::uint64_t> texts_unanchored_{0};
+  std::atomic<std::uint64_t> recent_whole_{0};
+  std::atomic<std::uint64_t> recent_keyed_{0};
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<sync::RemoteIndex>> indexes_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<ModelState>> models_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::uint32_t, std::string> urls_ ABSL_GUARDED_BY(mu_);
 };
 
