@@ -10,13 +10,14 @@
 //
 // Modes:
 //   * no_sink: the policy alone, the reference in the same run;
-//   * sink: placements emitted to an Outbox; the target is at most 10%
-//     below no_sink's rate. Every 256 selections the outbox is drained and
-//     its batch encoded, as the transport's thread would: that is timed
+//   * sink: placements emitted to an Outbox as keys (sync_text_share 0);
+//     the target is at most 10% below no_sink's rate. Every 256 selections
+//     the outbox is drained, the policy told what was sent (note_sent) and
+//     the batch encoded, as the transport's thread would: that is timed
 //     apart (sender_ns_per_request), not in the selections' rate;
-//   * sink_texts (chat): placements carry their text (sync_text_share 1,
-//     not the default), so that each selection keeps its text for the
-//     ones after it and copies its new text to the outbox;
+//   * sink_texts (chat): placements carry their new text (sync_text_share
+//     1), which each selection copies to the outbox; the sender's thread
+//     keeps it for the placements that extend it;
 //   * sink_and_receiving: the same as sink, plus another replica's changes
 //     applied.
 //     Mix: that replica routed the same mix, and its changes are applied
@@ -64,7 +65,8 @@ struct Replica {
   std::shared_ptr<const kvroute::WorkerSnapshot> snap;
 };
 
-// The transport's side, on its own thread in a router: drains the outbox
+// The transport's side, on its own thread in a router: drains the outbox,
+// hands the policy what was sent (note_sent keeps the texts that travelled)
 // and encodes a batch. Timed apart (paused out of the selections' timing)
 // and reported per request as sender_ns_per_request.
 struct Sender {
@@ -73,11 +75,13 @@ struct Sender {
   std::size_t wire_bytes = 0;
   std::chrono::nanoseconds spent{0};
 
-  void flush(benchmark::State& state) {
+  template <class P>
+  void flush(benchmark::State& state, P& policy) {
     state.PauseTiming();
     const auto t0 = std::chrono::steady_clock::now();
     drained.clear();
     out.drain(drained);
+    policy.note_sent(drained);
     wire_bytes += kvroute::sync::encode({.source = "bench", .changes = drained}).size();
     spent += std::chrono::steady_clock::now() - t0;
     state.ResumeTiming();
@@ -88,7 +92,7 @@ struct Sender {
 template <class P>
 std::vector<kvroute::sync::Change> remote_changes(const kvbench::RequestMix& mix) {
   Replica other;
-  P policy(typename P::Options{.seed = 99});
+  P policy(typename P::Options{.sync_text_share = 0, .seed = 99});
   kvroute::notify_workers_changed(policy, *other.snap);
   kvroute::sync::Outbox out({.max_bytes = std::size_t{1} << 30});
   policy.set_state_sink(&out);
@@ -105,7 +109,7 @@ void BM_SyncMix(benchmark::State& state) {
   const auto mode = static_cast<Mode>(state.range(0));
   const kvbench::RequestMix& mix = kvbench::RequestMix::standard();
   Replica r;
-  P policy(typename P::Options{.seed = 1});
+  P policy(typename P::Options{.sync_text_share = 0, .seed = 1});
   kvroute::notify_workers_changed(policy, *r.snap);
   kvroute::sync::Outbox out({.max_bytes = std::size_t{64} << 20});
   if (mode != kNoSink) policy.set_state_sink(&out);
@@ -122,7 +126,7 @@ void BM_SyncMix(benchmark::State& state) {
     hits += d.branch == kvroute::Branch::kCacheHit ? 1 : 0;
     benchmark::DoNotOptimize(d);
     if (mode != kNoSink && i % kDrainEvery == 0) {
-      sender.flush(state);
+      sender.flush(state, policy);
       for (std::size_t k = 0; k < kDrainEvery && !incoming.empty(); ++k) {
         (void)policy.apply_change(incoming[next_in], *r.snap);
         next_in = (next_in + 1) % incoming.size();
@@ -152,7 +156,7 @@ struct ChatSplit {
 template <class P>
 std::vector<std::vector<kvroute::sync::Change>> odd_changes(const std::vector<std::string>& texts) {
   Replica other;
-  P policy(typename P::Options{.seed = 99});
+  P policy(typename P::Options{.sync_text_share = 0, .seed = 99});
   kvroute::notify_workers_changed(policy, *other.snap);
   kvroute::sync::Outbox out({.max_bytes = std::size_t{1} << 30});
   policy.set_state_sink(&out);
@@ -192,9 +196,9 @@ void BM_SyncChat(benchmark::State& state) {
       kvroute::Decision d = kvroute::select_worker(*policy, {.text = texts[i]}, *r->snap, r->load);
       hits += d.branch == kvroute::Branch::kCacheHit ? 1 : 0;
       benchmark::DoNotOptimize(d);
-      if (mode != kNoSink && ++routed % kDrainEvery == 0) sender.flush(state);
+      if (mode != kNoSink && ++routed % kDrainEvery == 0) sender.flush(state, *policy);
     }
-    if (mode != kNoSink) sender.flush(state);
+    if (mode != kNoSink) sender.flush(state, *policy);
     state.PauseTiming();  // the replica's teardown is not timed
     policy.reset();
     r.reset();

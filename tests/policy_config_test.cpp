@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "kvroute/policies/cache_aware.hpp"
+#include "kvroute/policies/least_prefill.hpp"
+
 using kvroute::parse_policy_flags;
 using kvroute::PolicyConfig;
 using kvroute::PolicyKind;
@@ -41,6 +44,10 @@ TEST_CASE("config: defaults are the gateway's command-line defaults", "[config]"
   CHECK(cfg->kv_capacity_tokens == 0);
   CHECK(cfg->chars_per_token == 4.0);
   CHECK(cfg->max_models == 0u);
+  // kvroute's own: texts among replicas while sessions add little a turn.
+  CHECK(cfg->sync_text_share == 0.25);
+  CHECK(cfg->sync_text_share == kvroute::CacheAware::Options{}.sync_text_share);
+  CHECK(cfg->sync_text_share == kvroute::LeastPrefill::Options{}.sync_text_share);
   CHECK(PolicyConfig{}.validate().ok());
 }
 

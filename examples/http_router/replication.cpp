@@ -2,6 +2,7 @@
 #include "http_router/replication.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -23,7 +24,8 @@ namespace {
 class RedisReplication final : public Replication {
  public:
   RedisReplication(const Flags& f, Fleet& fleet, const std::string& name)
-      : fleet_(fleet), replicator_(options(f, name), hooks(fleet, outbox_)) {}
+      : fleet_(fleet),
+        replicator_(options(f, name), kvroute::sync::router_hooks(fleet.router(), outbox_)) {}
 
   absl::Status start(const Flags& f) {
     if (absl::Status s = replicator_.start(); !s.ok()) return s;
@@ -58,17 +60,20 @@ class RedisReplication final : public Replication {
     return o;
   }
 
-  static kvroute::sync::RedisReplicator::Hooks hooks(Fleet& fleet, kvroute::sync::Outbox& outbox) {
-    auto& router = fleet.router();
-    kvroute::sync::RedisReplicator::Hooks h = kvroute::sync::router_hooks(router, outbox);
-    h.save = [&router](std::string_view model) {
-      return router.policy().save_state(model, *router.workers().snapshot());
-    };
-    h.restore = [&router](std::string_view, std::string_view bytes) -> absl::Status {
-      auto r = router.policy().restore_state(bytes, *router.workers().snapshot());
-      return r.ok() ? absl::OkStatus() : r.status();
-    };
-    return h;
+  struct TextCounts {
+    std::uint64_t applied = 0, unanchored = 0;
+  };
+  // The policies that send texts count what they received (AnyPolicy
+  // holds one of them, or a policy without texts: zeros).
+  TextCounts text_counts() const {
+    auto& policy = fleet_.router().policy();
+    if (const auto* p = policy.get<kvroute::CacheAware>()) {
+      return {p->texts_applied(), p->texts_unanchored()};
+    }
+    if (const auto* p = policy.get<kvroute::LeastPrefill>()) {
+      return {p->texts_applied(), p->texts_unanchored()};
+    }
+    return {};
   }
 
   Fleet& fleet_;
@@ -103,6 +108,12 @@ void RedisReplication::render(kvroute::MetricsRegistry& live) const {
           st.changes_ignored);
   counter("kvroute_sync_changes_dropped_total",
           "Changes dropped because the outbox was full (Redis down or slow).", st.outbox_dropped);
+  const TextCounts texts = text_counts();
+  counter("kvroute_sync_texts_applied_total",
+          "Placements with text from other replicas inserted whole into the tree.", texts.applied);
+  counter("kvroute_sync_texts_unanchored_total",
+          "Placements with text applied as keys: the text they extend was not kept here.",
+          texts.unanchored);
   gauge("kvroute_sync_batches_pending", "Batches waiting for Redis.",
         static_cast<double>(st.pending_batches));
   counter("kvroute_sync_decode_errors_total", "Stream entries that were not a readable batch.",

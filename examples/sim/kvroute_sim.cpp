@@ -71,7 +71,8 @@ generator: chat (default), agent, batch.
   --sync-text-share X   with --replicas: placements carry their new text while
                         the requests that extend known text add at most X of
                         their bytes, keys otherwise (cache_aware and
-                        least_prefill's sync_text_share; default 0: keys only)
+                        least_prefill's sync_text_share; default 0.25; 0:
+                        keys only)
   --compare-replicas    per policy (default: cache_aware, least_prefill): one
                         router, --replicas synced (with --sync on: also
                         with state changes only), and unsynced, with targets

@@ -163,6 +163,7 @@ class ReplicatedRouter final : public SimRouter {
   void send_changes(std::size_t i, double now) {
     kvroute::sync::Batch b;
     if (state_[i].outbox->drain(b.changes) == 0) return;
+    state_[i].port->note_sent(b.changes);
     changes_ += static_cast<std::int64_t>(b.changes.size());
     change_bytes_ += send(i, std::move(b), now);
   }

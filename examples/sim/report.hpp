@@ -42,8 +42,11 @@ inline std::string model_text(const SimConfig& c) {
 
 inline std::string sync_text(const Replicas& r) {
   const std::string texts =
-      r.text_share > 0 ? fmt::format(" (texts while within {:g} of the text routed)", r.text_share)
-                       : " (keys only)";
+      r.text_share > 0
+          ? fmt::format(
+                " (texts while requests that extend known text add at most {:g} of their bytes)",
+                r.text_share)
+          : " (keys only)";
   const std::string every = r.load_period_s > 0
                                 ? fmt::format("every {:g} ms", r.load_period_s * 1e3)
                                 : std::string("at every change");

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -96,6 +97,8 @@ class ReplicaPort {
   virtual bool shares_state() const = 0;
   virtual void set_state_sink(kvroute::sync::StateSink* sink) = 0;
   virtual kvroute::sync::Applied apply_change(const kvroute::sync::Change& change) = 0;
+  // What the transport drained from the sink (the policy's note_sent).
+  virtual void note_sent(std::span<const kvroute::sync::Change> changes) = 0;
   virtual std::vector<kvroute::sync::LoadEntry> local_loads() const = 0;
   // Sets the other replicas' load, as `shared` holds it, in this router's
   // LoadTracker.
@@ -178,6 +181,9 @@ class KvRouter final : public SimRouter, public ReplicaPort {
   kvroute::sync::Applied apply_change(const kvroute::sync::Change& change) override {
     if constexpr (kShares) return p_->apply_change(change, *snap_);
     return kvroute::sync::Applied::kNotShared;
+  }
+  void note_sent(std::span<const kvroute::sync::Change> changes) override {
+    if constexpr (requires { p_->note_sent(changes); }) p_->note_sent(changes);
   }
   std::vector<kvroute::sync::LoadEntry> local_loads() const override {
     return kvroute::sync::local_loads(*snap_, load_);

@@ -24,6 +24,7 @@
 #define KVROUTE_ANY_POLICY_HPP_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -98,6 +99,7 @@ class AnyPolicy {
   sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
     return impl_->apply_change(change, snapshot);
   }
+  void note_sent(std::span<const sync::Change> changes) noexcept { impl_->note_sent(changes); }
 
   // Snapshots (sync/snapshot.hpp), for the policies that keep state
   // (CacheAware, LeastPrefill, Manual): the others have no models and
@@ -138,6 +140,7 @@ class AnyPolicy {
     virtual bool shares_state() const noexcept = 0;
     virtual void set_state_sink(sync::StateSink*) noexcept = 0;
     virtual sync::Applied apply_change(const sync::Change&, const WorkerSnapshot&) noexcept = 0;
+    virtual void note_sent(std::span<const sync::Change>) noexcept = 0;
     virtual std::vector<std::string> models() const noexcept = 0;
     virtual absl::StatusOr<std::string> save_state(std::string_view,
                                                    const WorkerSnapshot&) const noexcept = 0;
@@ -184,6 +187,9 @@ class AnyPolicy {
       } else {
         return sync::Applied::kNotShared;
       }
+    }
+    void note_sent(std::span<const sync::Change> changes) noexcept override {
+      if constexpr (requires { policy.note_sent(changes); }) policy.note_sent(changes);
     }
     static constexpr bool kSnapshots = requires(P & p, const WorkerSnapshot& w) {
       p.restore_state(std::string_view{}, w);

@@ -24,7 +24,7 @@
 //   --queue-weight                  adaptive    queue_weight           adaptive or >= 0
 //   --kv-capacity-tokens            0 (unknown) kv_capacity_tokens     >= 0
 //   --chars-per-token               4           chars_per_token        > 0
-//   --sync-text-share               0 (keys)    sync_text_share        [0, 1]
+//   --sync-text-share               0.25        sync_text_share        [0, 1]
 //   --seed                          fixed       seed
 //
 // `--eviction-interval-secs` (the Python launcher's spelling) is accepted as
@@ -198,9 +198,10 @@ struct PolicyConfig {
   double chars_per_token = 4.0;
 
   // cache_aware and least_prefill among router replicas (sync/change.hpp):
-  // placements carry their new text while it stays within this share of
-  // the text routed, keys otherwise (0: keys only; 1: text always).
-  double sync_text_share = 0;
+  // placements carry their new text while the requests that extend known
+  // text add at most this share of their bytes, keys otherwise (0: keys
+  // only; 1: text always).
+  double sync_text_share = 0.25;
 
   // Every randomised choice.
   std::uint64_t seed = detail::kDefaultSeed;

@@ -45,6 +45,9 @@ struct Replica {
   kvroute::Router<P> router;
   kvroute::sync::Outbox outbox;
   std::uint64_t seq = 0;
+  // The transport hands the policy what it drained (else the policy keeps
+  // its sent texts itself).
+  bool note_sent = true;
 
   Replica(std::string n, std::vector<std::string> urls, std::uint64_t seed, double text_share = 0)
       : name(std::move(n)), router(replica_options<P>(seed, text_share)) {
@@ -62,6 +65,7 @@ struct Replica {
   std::string take_message() {
     kvroute::sync::Batch b{.source = name, .seq = ++seq};
     outbox.drain(b.changes);
+    if (note_sent) router.policy().note_sent(b.changes);
     return kvroute::sync::encode(b);
   }
 
@@ -251,6 +255,7 @@ void check_concurrent_replicas(double text_share) {
     for (std::size_t from = 0; from < replicas.size(); ++from) {
       std::vector<kvroute::sync::Change> changes;
       replicas[from]->outbox.drain(changes);
+      replicas[from]->router.policy().note_sent(changes);
       for (std::size_t to = 0; to < replicas.size(); ++to) {
         if (to == from) continue;
         const auto snap = replicas[to]->router.workers().snapshot();
@@ -414,6 +419,36 @@ TEST_CASE("replicas: a placement with text is in the other trees at once", "[syn
   CHECK(c.router.policy().remote_keys() > 0);
   CHECK(held(c, chat) == 0);
   CHECK(c.match(chat) == std::pair{chat.size() / kChunkBytes, std::set<std::string>{to}});
+}
+
+TEST_CASE("replicas: a sender keeps its texts whether or not the host notes them", "[sync]") {
+  for (bool noted : {true, false}) {
+    INFO("note_sent " << noted);
+    Replica<kvroute::CacheAware> a("a", kUrls, 1, 1.0);
+    Replica<kvroute::CacheAware> b("b", {kUrls.rbegin(), kUrls.rend()}, 2, 1.0);
+    a.note_sent = noted;
+    b.note_sent = noted;
+    (void)a.take_message();  // a host that notes does so from the start
+    std::string chat = std::string(1000, 's') + " user: hello";
+    const std::string to = a.route(chat);
+    // The next turn is sent before the host drained the first: it still
+    // travels as the new text only, anchored in the first.
+    chat += " assistant: ok. user: more" + std::string(150, 't');
+    CHECK(a.route(chat) == to);
+    const std::string m = a.take_message();
+    CHECK(m.size() < chat.size() + 400);
+    b.deliver(m);
+    CHECK(b.router.policy().texts_applied() == 2);
+    CHECK(b.router.policy().texts_unanchored() == 0);
+    // A turn placed by the other replica extends the text `a` sent: `a`
+    // kept it, and takes the turn whole.
+    chat += " assistant: fine. user: again" + std::string(200, 'u');
+    CHECK(b.route(chat) == to);
+    a.deliver(b.take_message());
+    CHECK(a.router.policy().texts_applied() == 1);
+    CHECK(a.router.policy().texts_unanchored() == 0);
+    CHECK(a.router.policy().remote_keys() == 0);
+  }
 }
 
 TEST_CASE("replicas: placements carry text while the new text is a small share", "[sync]") {

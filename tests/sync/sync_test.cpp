@@ -74,6 +74,23 @@ TEST_CASE("sync: chunk keys are fixed, and depend on content and position", "[sy
   REQUIRE(chunks.compute_from(0));
   for (std::size_t i = 0; i < 5; ++i) CHECK(chunks.key(i) == kvroute::sync::chunk_key_at(t, i));
   CHECK(chunks.keys_from(2).size() == 3);
+
+  // A long text asked for from the back, a few chunks at a time (room
+  // grows toward the front), and keys looked up one by one (key_at).
+  const std::string long_text = text_of(300 * kChunkBytes, 2);
+  kvroute::sync::TextChunks scan(long_text);
+  CHECK(scan.key_at(7) == kvroute::sync::chunk_key_at(long_text, 7));
+  for (std::size_t lo = 300; lo-- > 0;) {
+    if (lo % 7 != 0 && lo != 0) continue;
+    REQUIRE(scan.compute_from(lo));
+    const auto keys = scan.keys_from(lo);
+    REQUIRE(keys.size() == 300 - lo);
+    for (std::size_t i = lo; i < 300; i += 13) {
+      CHECK(keys[i - lo] == kvroute::sync::chunk_key_at(long_text, i));
+      CHECK(scan.key(i) == keys[i - lo]);
+    }
+    CHECK(scan.key_at(299) == kvroute::sync::chunk_key_at(long_text, 299));
+  }
 }
 
 TEST_CASE("sync: a batch round-trips through the wire format", "[sync]") {

@@ -164,6 +164,9 @@ TEST_CASE("replicas: three routers synced through Redis hit the cache like one",
     CHECK(sync_metric(*r, "kvroute_sync_changes_sent_total") > 0);
     CHECK(sync_metric(*r, "kvroute_sync_changes_applied_total") > 0);
     CHECK(sync_metric(*r, "kvroute_sync_peers") == 2.0);
+    // Chats add little per turn: their placements carry text (the default
+    // sync_text_share), and the turns before were here to extend.
+    CHECK(sync_metric(*r, "kvroute_sync_texts_applied_total") > 0);
   }
 }
 

@@ -153,14 +153,17 @@ class CacheAware {
     // request here has reached yet (sync/remote_index.hpp).
     std::size_t max_remote_keys = std::size_t{1} << 20;
     // Among replicas: placements carry their new text to the other
-    // replicas while that text stays within this share of the text routed
-    // here (a running mean), and the keys of its chunks otherwise (0: keys
-    // only; 1: text always; values outside [0, 1] are taken as the nearest
-    // end). A placement whose text travels is in the other replicas' trees
-    // as soon as it is applied, instead of when a request there reaches
-    // it, and then feedback cuts travel too (detail/sync/hub.hpp,
-    // docs/replicas.md).
-    double sync_text_share = 0;
+    // replicas while the requests that extend known text add at most this
+    // share of their bytes as new text (running sums, detail/sync/hub.hpp),
+    // and the keys of its chunks otherwise (0: keys only; 1: text always;
+    // values outside [0, 1] are taken as the nearest end). A placement
+    // whose text travels is in the other replicas' trees as soon as it is
+    // applied, instead of when a request there reaches it, and then
+    // feedback cuts travel too (detail/sync/hub.hpp, docs/replicas.md).
+    // The default sends texts for agentic sessions, which add a few
+    // percent a turn, and keys for chat traffic that adds more than it
+    // repeats.
+    double sync_text_share = 0.25;
     // Most bytes of recent text kept per model, where a placement with text
     // finds the prefix it extends (sync/text_store.hpp): the text of the
     // sessions live at once. Held only while texts travel.
@@ -292,6 +295,10 @@ class CacheAware {
   sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
     return hub_.apply(change, snapshot, trees_);
   }
+  // The changes the host drained from the sink (after each drain, on its
+  // transport's thread): keeps the texts that travelled, which a selection
+  // otherwise keeps itself (detail/sync/hub.hpp). Optional; never emits.
+  void note_sent(std::span<const sync::Change> changes) noexcept { hub_.note_sent(changes); }
   // Folds into the model's tree what other replicas placed that `request`'s
   // text reaches, without routing it (a selection does this first): for
   // tools and tests that read the tree.

@@ -78,12 +78,15 @@
 // one used are dropped, as CacheAware::report_cached does) and, when given
 // the request's LoadGuard, the queued work (the guard then carries the real
 // uncached tokens). Once the policy receives other replicas' state
-// (apply_change), feedback corrects the queued work only: the cut by
-// recency stands for the server's LRU order only when the tree has seen
-// every request its servers were sent, and a replica's has not, so the cut
-// would also drop prefixes that other replicas keep warm on that server;
-// least_prefill, which weighs every worker's claim, routes worse for it
-// (docs/replicas.md).
+// (apply_change) as keys, feedback corrects the queued work only: the cut
+// by recency stands for the server's LRU order only when the tree has seen
+// every request its servers were sent, and a replica's, which learns the
+// others' placements when its own requests reach them, has not, so the
+// cut would also drop prefixes that other replicas keep warm on that
+// server; least_prefill, which weighs every worker's claim, routes worse
+// for it. With texts (sync_text_share) the tree learns each placement when
+// it is made, the cut stands again, and it travels to the other replicas
+// as a sync::Cut (docs/replicas.md, "Texts").
 //
 // Eviction: each worker's share of a tree is kept within max_tree_size
 // characters by reactive eviction on insert, and a sweep every
@@ -182,14 +185,17 @@ class LeastPrefill {
     // request here has reached yet (sync/remote_index.hpp).
     std::size_t max_remote_keys = std::size_t{1} << 20;
     // Among replicas: placements carry their new text to the other
-    // replicas while that text stays within this share of the text routed
-    // here (a running mean), and the keys of its chunks otherwise (0: keys
-    // only; 1: text always; values outside [0, 1] are taken as the nearest
-    // end). A placement whose text travels is in the other replicas' trees
-    // as soon as it is applied, instead of when a request there reaches
-    // it, and then feedback cuts travel too (detail/sync/hub.hpp,
-    // docs/replicas.md).
-    double sync_text_share = 0;
+    // replicas while the requests that extend known text add at most this
+    // share of their bytes as new text (running sums, detail/sync/hub.hpp),
+    // and the keys of its chunks otherwise (0: keys only; 1: text always;
+    // values outside [0, 1] are taken as the nearest end). A placement
+    // whose text travels is in the other replicas' trees as soon as it is
+    // applied, instead of when a request there reaches it, and then
+    // feedback cuts travel too (detail/sync/hub.hpp, docs/replicas.md).
+    // The default sends texts for agentic sessions, which add a few
+    // percent a turn, and keys for chat traffic that adds more than it
+    // repeats.
+    double sync_text_share = 0.25;
     // Most bytes of recent text kept per model, where a placement with text
     // finds the prefix it extends (sync/text_store.hpp): the text of the
     // sessions live at once. Held only while texts travel.
@@ -372,6 +378,7 @@ class LeastPrefill {
   sync::Applied apply_change(const sync::Change& change, const WorkerSnapshot& snapshot) noexcept {
     return hub_.apply(change, snapshot, trees_);
   }
+  void note_sent(std::span<const sync::Change> changes) noexcept { hub_.note_sent(changes); }
   void fold_remote(const RequestView& request) noexcept {
     const detail::TreeRef tree = trees_.get_or_create(request.model);
     sync::TextChunks chunks(request.text);

@@ -14,12 +14,12 @@
 //     that follows the same stream knows them already. `first` is the last
 //     chunk the sender already knew (so that a text sent again, to another
 //     worker, still names that worker for its deepest known chunk).
-//     Or, within the sender's byte budget (the policies' sync_text_share),
-//     as the text itself from chunk `first` on, with the key of chunk
-//     first - 1 as its `anchor`: a receiver that holds a text with that
-//     chunk (sync/text_store.hpp) puts the two together and inserts the
-//     whole text into its tree at once, instead of learning it when a
-//     request here reaches it (docs/replicas.md says why that matters).
+//     Or, while texts travel (the policies' sync_text_share), as the text
+//     itself from chunk `first` on, with the key of chunk first - 1 as its
+//     `anchor`: a receiver that holds a text with that chunk
+//     (sync/text_store.hpp) puts the two together and inserts the whole
+//     text into its tree at once, instead of learning it when a request
+//     there reaches it (docs/replicas.md says why that matters).
 //   * Forget: a worker's server reported that it no longer holds the chunks
 //     `first`.. of a text it was credited with (report_cached).
 //   * Cut: feedback found a worker's server short of a claim, and the
@@ -156,16 +156,7 @@ inline void StateSink::placed_text(std::string_view model, std::string_view work
                                    std::uint32_t first, std::uint64_t /*anchor*/,
                                    std::string_view text) noexcept {
   std::vector<std::uint64_t> keys;
-  try {
-    keys.reserve(whole_chunks(text.size()));
-  } catch (...) {
-    return;
-  }
-  for (std::size_t j = 0; j < whole_chunks(text.size()); ++j) {
-    keys.push_back(chunk_key(text.substr(j * kChunkBytes, kChunkBytes),
-                             first + static_cast<std::uint32_t>(j)));
-  }
-  placed(model, worker, first, keys);
+  if (append_chunk_keys(text, first, &keys)) placed(model, worker, first, keys);
 }
 
 }  // namespace sync

@@ -29,12 +29,14 @@
 #ifndef KVROUTE_SYNC_CHUNK_KEY_HPP_
 #define KVROUTE_SYNC_CHUNK_KEY_HPP_
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "kvroute/config.hpp"
@@ -85,6 +87,24 @@ inline std::uint64_t chunk_key_at(std::string_view text, std::size_t i) noexcept
   return chunk_key(text.substr(i * kChunkBytes, kChunkBytes), static_cast<std::uint32_t>(i));
 }
 
+// Appends to `*out` the keys of `text`'s whole chunks, numbered from chunk
+// position `first`: a text that travels from chunk `first` of the whole
+// (change.hpp). False, and `*out` unchanged, when memory runs out.
+inline bool append_chunk_keys(std::string_view text, std::uint32_t first,
+                              std::vector<std::uint64_t>* out) noexcept {
+  const std::size_t n = whole_chunks(text.size());
+  try {
+    out->reserve(out->size() + n);
+  } catch (...) {
+    return false;
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    out->push_back(chunk_key(text.substr(j * kChunkBytes, kChunkBytes),
+                             first + static_cast<std::uint32_t>(j)));
+  }
+  return true;
+}
+
 // One request's chunk keys, computed on demand from the back: a selection
 // that looks up what other replicas placed scans from the last chunk down,
 // and then emits the keys past what its tree knew, which that scan has
@@ -92,39 +112,53 @@ inline std::uint64_t chunk_key_at(std::string_view text, std::size_t i) noexcept
 class TextChunks {
  public:
   explicit TextChunks(std::string_view text) noexcept
-      : text_(text), n_(whole_chunks(text.size())), lo_(n_) {}
+      : text_(text), n_(whole_chunks(text.size())), lo_(n_), base_(n_) {}
   TextChunks(const TextChunks&) = delete;
   TextChunks& operator=(const TextChunks&) = delete;
 
   std::string_view text() const noexcept { return text_; }
   std::size_t size() const noexcept { return n_; }  // whole chunks
 
-  // Keys of chunks [i, size()); i <= size(). Allocates only past 64 chunks
-  // (8 KiB of text), and false when that fails.
+  // Keys of chunks [i, size()); i <= size(). Only the chunks from the
+  // lowest one asked for have room: a long text whose last few chunks
+  // are asked for allocates nothing (up to 64 keys are held inline), and
+  // room grows at least twofold toward the front, so a scan down the whole
+  // text moves each key about once. False when memory runs out.
   bool compute_from(std::size_t i) noexcept {
     if (i >= lo_) return true;
-    if (keys_.size() < n_) {
+    if (i < base_) {
+      const std::size_t held = n_ - base_;
+      const std::size_t room = std::min(n_, std::max(n_ - i, 2 * held));
       try {
-        keys_.resize(n_);
+        keys_.resize(room);
       } catch (...) {
         return false;
       }
+      std::move_backward(keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(held),
+                         keys_.end());
+      base_ = n_ - room;
     }
-    for (std::size_t j = lo_; j-- > i;) keys_[j] = chunk_key_at(text_, j);
+    for (std::size_t j = lo_; j-- > i;) keys_[j - base_] = chunk_key_at(text_, j);
     lo_ = i;
     return true;
   }
   // Requires compute_from(j) for some j <= i.
-  std::uint64_t key(std::size_t i) const noexcept { return keys_[i]; }
+  std::uint64_t key(std::size_t i) const noexcept { return keys_[i - base_]; }
+  // The key of chunk i < size(), computed now if it was not (and not kept:
+  // for a caller that needs one key, not the run of them after it).
+  std::uint64_t key_at(std::size_t i) const noexcept {
+    return i >= lo_ ? keys_[i - base_] : chunk_key_at(text_, i);
+  }
   // Requires compute_from(i).
   std::span<const std::uint64_t> keys_from(std::size_t i) const noexcept {
-    return {keys_.data() + i, n_ - i};
+    return {keys_.data() + (i - base_), n_ - i};
   }
 
  private:
   std::string_view text_;
   std::size_t n_;
-  std::size_t lo_;  // keys_[lo_, n_) are computed
+  std::size_t lo_;    // chunks [lo_, n_) have their keys
+  std::size_t base_;  // keys_[j - base_] is chunk j's key, for j >= base_
   absl::InlinedVector<std::uint64_t, 64> keys_;
 };
 

@@ -135,19 +135,16 @@ class Outbox final : public StateSink {
     }
     const std::size_t at = log_.size();
     try {
-      log_.resize(at + size);
+      // Appended piece by piece: a text is copied once, never zeroed first.
+      log_.reserve(at + size);
+      log_.append(reinterpret_cast<const char*>(&r), sizeof r);
+      for (std::string_view part : {model, worker, key}) log_.append(part);
+      if (!keys.empty()) log_.append(reinterpret_cast<const char*>(keys.data()), 8 * keys.size());
     } catch (...) {
+      log_.resize(at);
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    char* p = log_.data() + at;
-    std::memcpy(p, &r, sizeof r);
-    p += sizeof r;
-    for (std::string_view part : {model, worker, key}) {
-      if (!part.empty()) std::memcpy(p, part.data(), part.size());
-      p += part.size();
-    }
-    if (!keys.empty()) std::memcpy(p, keys.data(), 8 * keys.size());
     accepted_.fetch_add(1, std::memory_order_relaxed);
   }
 

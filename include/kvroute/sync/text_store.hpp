@@ -24,8 +24,9 @@
 // newer one fills, the older is dropped whole); a text longer than half of
 // that is not kept.
 //
-// Thread safety: thread-safe; one mutex, held per call. Keys are computed
-// before it is taken, but for a text that starts a new generation.
+// Thread safety: thread-safe; one reader-writer mutex, held per call
+// (lookups share it). Keys are computed before it is taken, but for a text
+// that starts a new generation.
 
 #ifndef KVROUTE_SYNC_TEXT_STORE_HPP_
 #define KVROUTE_SYNC_TEXT_STORE_HPP_
@@ -117,7 +118,7 @@ class TextStore {
   // is kept, or out of memory.
   bool prefix(std::uint64_t anchor, std::size_t n, std::string* out) const noexcept {
     if (n == 0) return true;
-    detail::MutexLock lock(&mu_);
+    detail::ReaderMutexLock lock(&mu_);
     const std::string* t = find(anchor, n);
     if (t == nullptr) return false;
     try {
@@ -130,21 +131,29 @@ class TextStore {
 
   // Whether a kept text's chunk n - 1 has key `anchor` (n > 0).
   bool contains(std::uint64_t anchor, std::size_t n) const noexcept {
-    detail::MutexLock lock(&mu_);
+    detail::ReaderMutexLock lock(&mu_);
     return find(anchor, n) != nullptr;
   }
 
   // The most whole chunks n <= `below` of `chunks`' text whose chunk n - 1
   // a kept text has (the key names it, so the chunks before agree too); 0
-  // when none, or out of memory. Keys are computed a batch at a time,
-  // outside the lock.
+  // when none, or out of memory. n = `below` is tried first, with one key
+  // (a session's next turn extends the text its previous one kept); then
+  // keys are computed a batch at a time, outside the lock.
   std::size_t deepest(TextChunks& chunks, std::size_t below) const noexcept {
     constexpr std::size_t kBatch = 64;
     std::size_t hi = std::min(below, chunks.size());
+    if (hi == 0) return 0;
+    {
+      const std::uint64_t key = chunks.key_at(hi - 1);
+      detail::ReaderMutexLock lock(&mu_);
+      if (find(key, hi) != nullptr) return hi;
+    }
+    --hi;
     while (hi > 0) {
       const std::size_t lo = hi - std::min(hi, kBatch);
       if (!chunks.compute_from(lo)) return 0;
-      detail::MutexLock lock(&mu_);
+      detail::ReaderMutexLock lock(&mu_);
       for (std::size_t n = hi; n > lo; --n) {
         if (find(chunks.key(n - 1), n) != nullptr) return n;
       }
@@ -155,14 +164,14 @@ class TextStore {
 
   // Bytes of text kept.
   std::size_t bytes() const noexcept {
-    detail::MutexLock lock(&mu_);
+    detail::ReaderMutexLock lock(&mu_);
     return cur_.bytes + old_.bytes;
   }
 
  private:
   // The kept text whose chunk n - 1 (n > 0) has key `anchor`, or null.
   const std::string* find(std::uint64_t anchor, std::size_t n) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     for (const Generation* g : {&cur_, &old_}) {
       auto it = g->where.find(anchor);
       if (it == g->where.end()) continue;
@@ -173,7 +182,7 @@ class TextStore {
   }
 
   bool holds(std::uint64_t key) const noexcept {
-    detail::MutexLock lock(&mu_);
+    detail::ReaderMutexLock lock(&mu_);
     return cur_.where.contains(key);
   }
 

@@ -125,15 +125,7 @@ struct Node {
       if (const auto* p = std::get_if<kvroute::sync::Placement>(&c)) snapshots.record(*p);
       return apply(c);
     };
-    if (policy_snapshots) {  // as kvroute_http_router wires them
-      h.save = [this](std::string_view model) {
-        return router.policy().save_state(model, *router.workers().snapshot());
-      };
-      h.restore = [this](std::string_view, std::string_view bytes) -> absl::Status {
-        return router.policy().restore_state(bytes, *router.workers().snapshot()).status();
-      };
-      return h;
-    }
+    if (policy_snapshots) return h;  // the policy's own, as kvroute_http_router wires them
     h.save = [this](std::string_view model) { return snapshots.save(model); };
     h.restore = [this, apply](std::string_view, std::string_view bytes) {
       return snapshots.restore(bytes, apply);

@@ -15,14 +15,17 @@
 //   * after the text is inserted under the chosen worker: emit the chunks
 //     the tree did not know before (from the last known one), as the text
 //     itself while the requests that extend known text add at most
-//     `text_share` of their bytes (text_mode), as keys otherwise; a text
-//     sent is kept in the store, where later placements find the prefix
-//     they extend (on the sender: whether the others hold it; on a
-//     receiver: its bytes);
+//     `text_share` of their bytes (text_mode), as keys otherwise;
 //   * when feedback drops a claim (report_cached): emit a Forget for the
 //     chunks the server no longer had or, from least_prefill when the tree
 //     is eager (below), a Cut for the claims as old as the one found short;
 //   * when a worker is removed: emit WorkerGone.
+//
+// A text sent is kept in the store, where later placements find the prefix
+// they extend (on the sender: whether the others hold it; on a receiver:
+// its bytes). The host keeps it there when it has drained the sink, on its
+// transport's thread (note_sent); until a host first does, the selection
+// that sends it does.
 //
 // A placement with text is applied at once: the text it extends, found by
 // its anchor in the store, and its own bytes are inserted into the tree
@@ -44,13 +47,16 @@
 #define KVROUTE_DETAIL_SYNC_HUB_HPP_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "absl/base/thread_annotations.h"
@@ -131,20 +137,33 @@ class SyncHub {
       return;
     }
     const std::size_t first = std::min(known / sync::kChunkBytes, chunks.size() - 1);
-    if (!chunks.compute_from(first > 0 ? first - 1 : 0)) return;
     if (text_share_ > 0 && text_mode(chunks.text().size(),
                                      chunks.text().size() - first * sync::kChunkBytes, first > 0)) {
-      ModelState* m = state_for(model);
-      // The others hold the prefix as far as the store does (it keeps only
-      // texts sent whole); the rest of it travels too.
-      const std::size_t from = m == nullptr ? 0 : m->texts.deepest(chunks, first);
-      if (m != nullptr) (void)m->texts.add(chunks, from);
-      s->placed_text(model, worker, static_cast<std::uint32_t>(from),
-                     from > 0 ? chunks.key(from - 1) : 0,
-                     chunks.text().substr(from * sync::kChunkBytes));
+      emit_text(*s, model, worker, chunks, first);
       return;
     }
+    if (!chunks.compute_from(first)) return;
     s->placed(model, worker, static_cast<std::uint32_t>(first), chunks.keys_from(first));
+  }
+
+  // What the sink sent, once the host drained it: the texts of placements
+  // that carried text are kept in the store, as a receiver keeps them,
+  // instead of on the selection's path. From the first call on,
+  // emit_placed leaves that to this call. The copies and the indexing of
+  // each new chunk are most of what a placement with text costs, and the
+  // store needs a sent text only once another replica extends it, which
+  // comes after the transport has sent it.
+  void note_sent(std::span<const sync::Change> changes) noexcept {
+    noted_.store(true, std::memory_order_relaxed);
+    for (const sync::Change& c : changes) {
+      const auto* p = std::get_if<sync::Placement>(&c);
+      if (p == nullptr || p->text.empty() || p->scheme != sync::KeyScheme::kTextChunks) continue;
+      ModelState* m = state_for(p->model);
+      std::string whole;
+      if (m == nullptr || !whole_text(*m, *p, &whole)) continue;
+      sync::TextChunks chunks(whole);
+      (void)m->texts.add(chunks, p->first);
+    }
   }
 
   // Feedback: `worker` no longer holds `text` past byte `kept`. The other
@@ -231,6 +250,32 @@ class SyncHub {
   }
 
  private:
+  // What the hub keeps per model.
+  struct ModelState {
+    ModelState(std::string model, std::size_t max_keys, std::size_t max_text_bytes) noexcept
+        : name(std::move(model)), index(max_keys), texts(max_text_bytes) {}
+
+    // Whether a text whose last whole chunk has key `key` was sent or
+    // applied whole lately (note_tail).
+    bool tail_known(std::uint64_t key) const noexcept {
+      return key != 0 && tails[key % kTails].load(std::memory_order_relaxed) == key;
+    }
+    void note_tail(std::uint64_t key) noexcept {
+      tails[key % kTails].store(key, std::memory_order_relaxed);
+    }
+
+    const std::string name;
+    sync::RemoteIndex index;
+    sync::TextStore texts;
+    // The keys of the last whole chunks of texts sent or applied whole
+    // lately, one slot per key (a newer one takes the slot): a session's
+    // next turn finds the text it extends here without a lock, even before
+    // the host noted the turn before (note_sent). A text not here is looked
+    // up in the store.
+    static constexpr std::size_t kTails = 4096;
+    std::array<std::atomic<std::uint64_t>, kTails> tails{};
+  };
+
   // Backs `s` off to a UTF-8 character boundary, so that the tree never
   // sees a character cut in two.
   static std::string_view utf8_cut(std::string_view s) noexcept {
@@ -249,14 +294,21 @@ class SyncHub {
     return s;
   }
 
+  // The worker named by `url` here, when it serves `model` (or every
+  // model); null otherwise.
+  static const Worker* worker_of(std::string_view url, std::string_view model,
+                                 const WorkerSnapshot& snapshot) noexcept {
+    const Worker* w = snapshot.find_url(url);
+    if (w == nullptr || (!w->model.empty() && w->model != model)) return nullptr;
+    return w;
+  }
+
   // A placement (`add`) or a forget of chunk keys, for one worker.
   template <class Keys>
   sync::Applied apply_keys(const Keys& c, bool add, const WorkerSnapshot& snapshot) noexcept {
     if (c.scheme != sync::KeyScheme::kTextChunks) return sync::Applied::kUnknownScheme;
-    const Worker* w = snapshot.find_url(c.worker);
-    if (w == nullptr || (!w->model.empty() && w->model != c.model)) {
-      return sync::Applied::kUnknownWorker;
-    }
+    const Worker* w = worker_of(c.worker, c.model, snapshot);
+    if (w == nullptr) return sync::Applied::kUnknownWorker;
     ModelState* m = state_for(c.model);
     if (m == nullptr) return sync::Applied::kOutOfMemory;
     if (!add) {
@@ -288,10 +340,8 @@ class SyncHub {
   // eager tree; nothing in another (the header says why).
   sync::Applied apply_cut(const sync::Cut& c, const WorkerSnapshot& snapshot,
                           ModelTrees& trees) noexcept {
-    const Worker* w = snapshot.find_url(c.worker);
-    if (w == nullptr || (!w->model.empty() && w->model != c.model)) {
-      return sync::Applied::kUnknownWorker;
-    }
+    const Worker* w = worker_of(c.worker, c.model, snapshot);
+    if (w == nullptr) return sync::Applied::kUnknownWorker;
     if (!eager()) return sync::Applied::kApplied;
     const TreeRef tree = trees.find(c.model);
     if (!tree) return sync::Applied::kApplied;
@@ -305,41 +355,66 @@ class SyncHub {
   sync::Applied apply_text(const sync::Placement& p, const WorkerSnapshot& snapshot,
                            ModelTrees& trees) noexcept {
     if (p.scheme != sync::KeyScheme::kTextChunks) return sync::Applied::kUnknownScheme;
-    const Worker* w = snapshot.find_url(p.worker);
-    if (w == nullptr || (!w->model.empty() && w->model != p.model)) {
-      return sync::Applied::kUnknownWorker;
-    }
+    const Worker* w = worker_of(p.worker, p.model, snapshot);
+    if (w == nullptr) return sync::Applied::kUnknownWorker;
     ModelState* m = state_for(p.model);
     if (m == nullptr) return sync::Applied::kOutOfMemory;
     receiving_.store(true, std::memory_order_relaxed);
     texting_.store(true, std::memory_order_relaxed);
     std::string whole;
-    if (p.first > 0 && !m->texts.prefix(p.anchor, p.first, &whole)) {
+    if (!whole_text(*m, p, &whole)) {
       texts_unanchored_.fetch_add(1, std::memory_order_relaxed);
       sync::Placement keys{.model = p.model, .worker = p.worker, .first = p.first};
-      try {
-        for (std::size_t j = 0; j < sync::whole_chunks(p.text.size()); ++j) {
-          keys.keys.push_back(sync::chunk_key(
-              std::string_view(p.text).substr(j * sync::kChunkBytes, sync::kChunkBytes),
-              p.first + static_cast<std::uint32_t>(j)));
-        }
-      } catch (...) {
+      if (!sync::append_chunk_keys(p.text, p.first, &keys.keys)) {
         return sync::Applied::kOutOfMemory;
       }
       return apply_keys(keys, true, snapshot);
-    }
-    try {
-      whole.append(p.text);
-    } catch (...) {
-      return sync::Applied::kOutOfMemory;
     }
     const TreeRef tree = trees.get_or_create(p.model);
     if (!tree || !tree->insert(whole, w->id.value).ok()) return sync::Applied::kOutOfMemory;
     sync::TextChunks chunks(whole);
     (void)m->texts.add(chunks, p.first);
+    if (chunks.size() > 0) m->note_tail(chunks.key_at(chunks.size() - 1));
     texts_applied_.fetch_add(1, std::memory_order_relaxed);
     count_placement(true);
     return sync::Applied::kApplied;
+  }
+
+  // emit_placed's text: from chunk `first` when a text sent or applied
+  // whole here lately ends there or the store holds one that does (it
+  // keeps only texts sent whole, so the others hold it too), else from the
+  // deepest chunk the store holds; the rest of the prefix travels too. Two keys in the usual
+  // case (the anchor and the last chunk), where keys would take one per
+  // chunk.
+  void emit_text(sync::StateSink& s, std::string_view model, std::string_view worker,
+                 sync::TextChunks& chunks, std::size_t first) noexcept {
+    ModelState* m = state_for(model);
+    std::size_t from = 0;
+    if (m != nullptr) {
+      from = first > 0 && m->tail_known(chunks.key_at(first - 1)) ? first
+                                                                  : m->texts.deepest(chunks, first);
+      m->note_tail(chunks.key_at(chunks.size() - 1));
+      // Kept here until the host notes what it sent (note_sent), which
+      // keeps it on the transport's thread instead.
+      if (!noted_.load(std::memory_order_relaxed)) (void)m->texts.add(chunks, from);
+    }
+    s.placed_text(model, worker, static_cast<std::uint32_t>(from),
+                  from > 0 ? chunks.key_at(from - 1) : 0,
+                  chunks.text().substr(from * sync::kChunkBytes));
+  }
+
+  // Puts a placement's text together: the prefix its anchor names, from
+  // the store, then its own bytes, into `*whole`. False when the store
+  // lacks the prefix or memory runs out.
+  static bool whole_text(const ModelState& m, const sync::Placement& p,
+                         std::string* whole) noexcept {
+    if (p.first > 0 && !m.texts.prefix(p.anchor, p.first, whole)) return false;
+    try {
+      whole->append(p.text);
+    } catch (...) {
+      return false;
+    }
+    return true;
   }
 
   // Whether placements carry text now: while the requests that extend a
@@ -370,18 +445,17 @@ class SyncHub {
     return r < kSample || static_cast<double>(f) <= text_share_ * static_cast<double>(r);
   }
 
-  // What the hub keeps per model.
-  struct ModelState {
-    ModelState(std::size_t max_keys, std::size_t max_text_bytes) noexcept
-        : index(max_keys), texts(max_text_bytes) {}
-    sync::RemoteIndex index;
-    sync::TextStore texts;
-  };
-
+  // The state of `model`, or null. The one found last is looked up without
+  // the lock (a host serves one model, or a few): states live as long as
+  // the hub.
   ModelState* find_state(std::string_view model) const noexcept {
+    ModelState* last = last_.load(std::memory_order_acquire);
+    if (last != nullptr && last->name == model) return last;
     ReaderMutexLock lock(&mu_);
     auto it = models_.find(to_absl(model));
-    return it == models_.end() ? nullptr : it->second.get();
+    if (it == models_.end()) return nullptr;
+    last_.store(it->second.get(), std::memory_order_release);
+    return it->second.get();
   }
 
   ModelState* state_for(std::string_view model) noexcept {
@@ -389,7 +463,10 @@ class SyncHub {
     MutexLock lock(&mu_);
     try {
       auto [it, inserted] = models_.try_emplace(std::string(model), nullptr);
-      if (inserted) it->second = std::make_unique<ModelState>(max_remote_keys_, max_text_bytes_);
+      if (inserted) {
+        it->second =
+            std::make_unique<ModelState>(std::string(model), max_remote_keys_, max_text_bytes_);
+      }
       return it->second.get();
     } catch (...) {
       return nullptr;
@@ -403,12 +480,15 @@ class SyncHub {
   std::atomic<bool> receiving_{false};
   // Texts are kept: this replica sends them, or was sent one.
   std::atomic<bool> texting_;
+  // The host keeps sent texts (note_sent).
+  std::atomic<bool> noted_{false};
   std::atomic<std::uint64_t> routed_{0};  // text_mode()'s sums
   std::atomic<std::uint64_t> fresh_{0};
   std::atomic<std::uint64_t> texts_applied_{0};
   std::atomic<std::uint64_t> texts_unanchored_{0};
   std::atomic<std::uint64_t> recent_whole_{0};
   std::atomic<std::uint64_t> recent_keyed_{0};
+  mutable std::atomic<ModelState*> last_{nullptr};  // find_state's
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<ModelState>> models_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::uint32_t, std::string> urls_ ABSL_GUARDED_BY(mu_);

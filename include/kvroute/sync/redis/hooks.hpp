@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,10 @@ struct RedisReplicatorHooks {
   Outbox* outbox = nullptr;
   // Applies a change another replica made (policy.apply_change).
   std::function<Applied(const Change&)> apply{};
+  // What was drained from the outbox, before it is written
+  // (policy.note_sent: the policy keeps the texts that travelled on this
+  // thread instead of on the selection's).
+  std::function<void(std::span<const Change>)> sent{};
   // The router's workers now: their models are followed, and their load
   // is reported and receives the other replicas' (with `load`).
   std::function<std::shared_ptr<const WorkerSnapshot>()> workers{};

@@ -89,8 +89,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -145,7 +147,8 @@ class RedisReplicator {
 };
 
 // Hooks for a Router (router.hpp) whose policy emits to `outbox`: apply,
-// workers and load. Snapshot hooks are the host's to add.
+// workers, load and, where the policy has them, sent (note_sent) and
+// snapshots of its state (save_state, restore_state).
 template <class RouterT>
 RedisReplicatorHooks router_hooks(RouterT& router, Outbox& outbox) {
   RedisReplicatorHooks h;
@@ -155,6 +158,18 @@ RedisReplicatorHooks router_hooks(RouterT& router, Outbox& outbox) {
   };
   h.workers = [&router] { return router.workers().snapshot(); };
   h.load = &router.load();
+  using Policy = std::remove_reference_t<decltype(router.policy())>;
+  if constexpr (requires(Policy & p, std::span<const Change> c) { p.note_sent(c); }) {
+    h.sent = [&router](std::span<const Change> changes) { router.policy().note_sent(changes); };
+  }
+  if constexpr (requires(Policy & p, const WorkerSnapshot& w) { p.restore_state("", w); }) {
+    h.save = [&router](std::string_view model) {
+      return router.policy().save_state(model, *router.workers().snapshot());
+    };
+    h.restore = [&router](std::string_view, std::string_view bytes) -> absl::Status {
+      return router.policy().restore_state(bytes, *router.workers().snapshot()).status();
+    };
+  }
   return h;
 }
 

@@ -28,6 +28,7 @@ inline absl::Status Engine::flush() {
   if (pending_.empty()) {
     std::vector<Change> changes;
     h_.outbox->drain(changes);
+    if (h_.sent) h_.sent(changes);
     make_entries(changes, o_.replica, seq_, unix_ns(), pending_);
   }
   while (!pending_.empty()) {
