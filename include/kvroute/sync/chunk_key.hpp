@@ -108,7 +108,8 @@ inline bool append_chunk_keys(std::string_view text, std::uint32_t first,
 // One request's chunk keys, computed on demand from the back: a selection
 // that looks up what other replicas placed scans from the last chunk down,
 // and then emits the keys past what its tree knew, which that scan has
-// mostly computed already. At most one key per chunk is ever computed.
+// mostly computed already. compute_from computes each chunk's key at most
+// once; key_at computes a single one without keeping it.
 class TextChunks {
  public:
   explicit TextChunks(std::string_view text) noexcept
