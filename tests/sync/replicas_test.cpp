@@ -421,6 +421,30 @@ TEST_CASE("replicas: a placement with text is in the other trees at once", "[syn
   CHECK(c.match(chat) == std::pair{chat.size() / kChunkBytes, std::set<std::string>{to}});
 }
 
+TEST_CASE("replicas: a text the tree knows past the kept texts travels from the last kept chunk",
+          "[sync]") {
+  Replica<kvroute::CacheAware> a("a", kUrls, 1, 1.0);
+  Replica<kvroute::CacheAware> b("b", kUrls, 2, 1.0);
+  Replica<kvroute::CacheAware> c("c", kUrls, 3, 0.0);  // keys only
+  const std::string p1 = std::string(1000, 's') + " user: hello";
+  (void)a.route(p1);
+  b.deliver(a.take_message());  // both keep p1, 7 whole chunks
+  // `a` learns p1's continuation from c as keys: its tree knows 11 whole
+  // chunks of p3, the texts it kept only 7.
+  const std::string p2 = p1 + " assistant: " + std::string(488, 'k');
+  (void)c.route(p2);
+  a.deliver(c.take_message());
+  const std::string p3 = p2 + " user: next" + std::string(289, 'z');
+  (void)a.route(p3);
+  const std::string m = a.take_message();
+  CHECK(m.size() > p3.size() - 7 * kChunkBytes);  // from chunk 7 on, anchored
+  CHECK(m.size() < p3.size());
+  b.deliver(m);
+  CHECK(b.router.policy().texts_applied() == 2);
+  CHECK(b.router.policy().texts_unanchored() == 0);
+  CHECK(b.match(p3).first == p3.size() / kChunkBytes);
+}
+
 TEST_CASE("replicas: a sender keeps its texts whether or not the host notes them", "[sync]") {
   for (bool noted : {true, false}) {
     INFO("note_sent " << noted);

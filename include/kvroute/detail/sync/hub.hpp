@@ -383,23 +383,29 @@ class SyncHub {
   // emit_placed's text: from chunk `first` when a text sent or applied
   // whole here lately ends there or the store holds one that does (it
   // keeps only texts sent whole, so the others hold it too), else from the
-  // deepest chunk the store holds; the rest of the prefix travels too. Two keys in the usual
-  // case (the anchor and the last chunk), where keys would take one per
-  // chunk.
+  // deepest chunk the store holds; the rest of the prefix travels too. Two
+  // keys in the usual case (the anchor and the last chunk), each hashed
+  // once, where keys would take one per chunk.
   void emit_text(sync::StateSink& s, std::string_view model, std::string_view worker,
                  sync::TextChunks& chunks, std::size_t first) noexcept {
     ModelState* m = state_for(model);
     std::size_t from = 0;
+    std::uint64_t anchor = 0;  // the key of chunk from - 1, hashed once
     if (m != nullptr) {
-      from = first > 0 && m->tail_known(chunks.key_at(first - 1)) ? first
-                                                                  : m->texts.deepest(chunks, first);
+      if (first > 0) {
+        anchor = chunks.key_at(first - 1);
+        from = first;
+        if (!m->tail_known(anchor) && !m->texts.contains(anchor, first)) {
+          from = m->texts.deepest(chunks, first - 1);
+          anchor = from > 0 ? chunks.key_at(from - 1) : 0;
+        }
+      }
       m->note_tail(chunks.key_at(chunks.size() - 1));
       // Kept here until the host notes what it sent (note_sent), which
       // keeps it on the transport's thread instead.
       if (!noted_.load(std::memory_order_relaxed)) (void)m->texts.add(chunks, from);
     }
-    s.placed_text(model, worker, static_cast<std::uint32_t>(from),
-                  from > 0 ? chunks.key_at(from - 1) : 0,
+    s.placed_text(model, worker, static_cast<std::uint32_t>(from), anchor,
                   chunks.text().substr(from * sync::kChunkBytes));
   }
 
@@ -408,6 +414,12 @@ class SyncHub {
   // lacks the prefix or memory runs out.
   static bool whole_text(const ModelState& m, const sync::Placement& p,
                          std::string* whole) noexcept {
+    try {
+      // Sized once: the prefix and the text are copied once each.
+      whole->reserve(whole->size() + std::size_t{p.first} * sync::kChunkBytes + p.text.size());
+    } catch (...) {
+      return false;
+    }
     if (p.first > 0 && !m.texts.prefix(p.anchor, p.first, whole)) return false;
     try {
       whole->append(p.text);
