@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <latch>
 #include <span>
 #include <string>
 #include <thread>
@@ -19,6 +20,14 @@
 #include "kvroute/sync/shared_load.hpp"
 #include "kvroute/sync/text_store.hpp"
 #include "kvroute/sync/wire.hpp"
+
+KVROUTE_NAMESPACE_BEGIN
+namespace detail {
+struct TextStoreTestAccess {
+  static Mutex& mutex(sync::TextStore& store) { return store.mu_; }
+};
+}  // namespace detail
+KVROUTE_NAMESPACE_END
 
 namespace {
 
@@ -246,6 +255,33 @@ TEST_CASE("sync: the text store gives back the prefix an anchor names", "[sync]"
   CHECK(store.contains(chunk_key_at(t4, 4), 5));
   CHECK_FALSE(store.contains(chunk_key_at(t4, 4), 4));  // another position
   CHECK_FALSE(store.contains(chunk_key_at(t4, 4) ^ 1, 5));
+}
+
+TEST_CASE("sync: the text store's lookups never wait for a writer", "[sync]") {
+  using kvroute::sync::chunk_key_at;
+  kvroute::sync::TextStore store;
+  const std::string t = text_of(4 * kChunkBytes, 7);
+  kvroute::sync::TextChunks c(t);
+  REQUIRE(store.add(c, 0));
+  const std::string next = t + text_of(2 * kChunkBytes, 8);
+  REQUIRE(store.contains(chunk_key_at(t, 3), 4));
+  std::latch held(1);
+  std::latch done(1);
+  std::thread writer([&] {  // an add() that takes long, growing the index
+    kvroute::detail::MutexLock lock(&kvroute::detail::TextStoreTestAccess::mutex(store));
+    held.count_down();
+    done.wait();
+  });
+  held.wait();
+  // A selection asks while the writer holds the store: not kept, at once.
+  CHECK_FALSE(store.contains(chunk_key_at(t, 3), 4));
+  kvroute::sync::TextChunks busy(next);
+  CHECK(store.deepest(busy, 6) == 0);
+  done.count_down();
+  writer.join();
+  CHECK(store.contains(chunk_key_at(t, 3), 4));
+  kvroute::sync::TextChunks free(next);
+  CHECK(store.deepest(free, 6) == 4);
 }
 
 TEST_CASE("sync: the text store keeps at most max_bytes", "[sync]") {

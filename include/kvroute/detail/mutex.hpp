@@ -36,6 +36,7 @@ class ABSL_LOCKABLE Mutex {
   void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
   void lock_shared() ABSL_SHARED_LOCK_FUNCTION() { mu_.lock_shared(); }
+  bool try_lock_shared() ABSL_SHARED_TRYLOCK_FUNCTION(true) { return mu_.try_lock_shared(); }
   void unlock_shared() ABSL_UNLOCK_FUNCTION() { mu_.unlock_shared(); }
 
  private:

@@ -26,7 +26,11 @@
 //
 // Thread safety: thread-safe; one reader-writer mutex, held per call
 // (lookups share it). Keys are computed before it is taken, but for a text
-// that starts a new generation.
+// that starts a new generation; a dropped generation is freed after it is
+// released. The lookups a selection makes (contains, deepest) never wait
+// for it: while an add() holds it (which can take milliseconds when the
+// index grows), they answer as if nothing were kept, and the selection
+// sends its whole text.
 
 #ifndef KVROUTE_SYNC_TEXT_STORE_HPP_
 #define KVROUTE_SYNC_TEXT_STORE_HPP_
@@ -46,6 +50,9 @@
 #include "kvroute/sync/chunk_key.hpp"
 
 KVROUTE_NAMESPACE_BEGIN
+namespace detail {
+struct TextStoreTestAccess;  // tests hold the store's lock through it
+}  // namespace detail
 namespace sync {
 
 class TextStore {
@@ -71,10 +78,11 @@ class TextStore {
       from = 0;
       if (!chunks.compute_from(0)) return false;
     }
+    Generation dropped;  // freed after the lock is released
     detail::MutexLock lock(&mu_);
     try {
       if (cur_.bytes + text.size() > half_) {
-        old_ = std::move(cur_);
+        dropped = std::exchange(old_, std::move(cur_));
         cur_ = Generation();
         // The chunks before `from` are in the generation dropped next now:
         // this text brings them (the keys are computed under the lock, once
@@ -129,34 +137,34 @@ class TextStore {
     return true;
   }
 
-  // Whether a kept text's chunk n - 1 has key `anchor` (n > 0).
+  // Whether a kept text's chunk n - 1 has key `anchor` (n > 0). False
+  // while a writer holds the store (the header says why).
   bool contains(std::uint64_t anchor, std::size_t n) const noexcept {
-    detail::ReaderMutexLock lock(&mu_);
-    return find(anchor, n) != nullptr;
+    if (!mu_.try_lock_shared()) return false;
+    const bool found = find(anchor, n) != nullptr;
+    mu_.unlock_shared();
+    return found;
   }
 
   // The most whole chunks n <= `below` of `chunks`' text whose chunk n - 1
   // a kept text has (the key names it, so the chunks before agree too); 0
-  // when none, or out of memory. n = `below` is tried first, with one key
-  // (a session's next turn extends the text its previous one kept); then
-  // keys are computed a batch at a time, outside the lock.
+  // when none, out of memory, or while a writer holds the store. n =
+  // `below` is tried first, with one key (a session's next turn extends the
+  // text its previous one kept); then keys are computed a batch at a time,
+  // outside the lock.
   std::size_t deepest(TextChunks& chunks, std::size_t below) const noexcept {
     constexpr std::size_t kBatch = 64;
     std::size_t hi = std::min(below, chunks.size());
     if (hi == 0) return 0;
-    {
-      const std::uint64_t key = chunks.key_at(hi - 1);
-      detail::ReaderMutexLock lock(&mu_);
-      if (find(key, hi) != nullptr) return hi;
-    }
+    if (contains(chunks.key_at(hi - 1), hi)) return hi;
     --hi;
     while (hi > 0) {
       const std::size_t lo = hi - std::min(hi, kBatch);
-      if (!chunks.compute_from(lo)) return 0;
-      detail::ReaderMutexLock lock(&mu_);
-      for (std::size_t n = hi; n > lo; --n) {
-        if (find(chunks.key(n - 1), n) != nullptr) return n;
-      }
+      if (!chunks.compute_from(lo) || !mu_.try_lock_shared()) return 0;
+      std::size_t n = hi;
+      while (n > lo && find(chunks.key(n - 1), n) == nullptr) --n;
+      mu_.unlock_shared();
+      if (n > lo) return n;
       hi = lo;
     }
     return 0;
@@ -169,6 +177,8 @@ class TextStore {
   }
 
  private:
+  friend struct detail::TextStoreTestAccess;
+
   // The kept text whose chunk n - 1 (n > 0) has key `anchor`, or null.
   const std::string* find(std::uint64_t anchor, std::size_t n) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_) {
