@@ -106,9 +106,10 @@ struct Flags {
   std::string redis_url;     // redis://HOST:PORT[/DB] or unix:///PATH
   std::string replica_name;  // empty: the host name and --port
   std::string redis_key_prefix = "kvroute";
-  int sync_flush_ms = 50;            // how often changes are sent
-  int snapshot_interval_ms = 30000;  // how often a snapshot per model is written
-  int redis_catch_up_ms = 5000;      // at start, the longest wait for the fleet's state
+  int sync_flush_ms = 50;                 // how often changes are sent
+  std::int64_t sync_flush_bytes = 32768;  // and as soon as this many bytes wait
+  int snapshot_interval_ms = 30000;       // how often a snapshot per model is written
+  int redis_catch_up_ms = 5000;           // at start, the longest wait for the fleet's state
 
   bool mock_worker = false;
   MockFlags mock;

@@ -56,6 +56,7 @@ class RedisReplication final : public Replication {
     o.replica = f.replica_name.empty() ? name : f.replica_name;
     o.key_prefix = f.redis_key_prefix;
     o.flush_interval = std::chrono::milliseconds(f.sync_flush_ms);
+    o.flush_bytes = static_cast<std::size_t>(f.sync_flush_bytes);
     o.snapshot_interval = std::chrono::milliseconds(f.snapshot_interval_ms);
     return o;
   }

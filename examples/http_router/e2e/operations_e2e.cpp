@@ -68,10 +68,11 @@ std::pair<int, std::string> run_to_exit(std::vector<std::string> args) {
 TEST_CASE("http_router: --help, and flag errors that name the flag", "[http_router][e2e]") {
   auto [help_rc, help] = run_to_exit({"--help"});
   CHECK(help_rc == 0);
-  for (const char* flag : {"--worker-urls", "--max-payload-size", "--request-timeout-secs",
-                           "--health-check-interval-secs", "--api-key", "--log-level",
-                           "--request-id-headers", "--shutdown-grace-secs", "--max-models",
-                           "--redis-url", "--replica-name", "--sync-flush-ms"}) {
+  for (const char* flag :
+       {"--worker-urls", "--max-payload-size", "--request-timeout-secs",
+        "--health-check-interval-secs", "--api-key", "--log-level", "--request-id-headers",
+        "--shutdown-grace-secs", "--max-models", "--redis-url", "--replica-name", "--sync-flush-ms",
+        "--sync-flush-bytes"}) {
     CHECK_THAT(help, Catch::Contains(flag));
   }
   auto [bad_rc, bad] = run_to_exit({"--worker-urls", "http://127.0.0.1:1", "--no-such-flag"});
@@ -91,6 +92,7 @@ TEST_CASE("http_router: --help, and flag errors that name the flag", "[http_rout
            {"--redis-url", "unix://", "unix://"},
            {"--replica-name", "", "--replica-name"},
            {"--sync-flush-ms", "0", "--sync-flush-ms"},
+           {"--sync-flush-bytes", "-1", "--sync-flush-bytes"},
            {"--redis-catch-up-ms", "-1", "--redis-catch-up-ms"}}) {
     auto [rc, out] = run_to_exit({"--worker-urls", "http://a:1", flag, value});
     INFO(flag << " " << value << ": " << out);

@@ -14,7 +14,7 @@
 // not travel.
 //
 // The hash is kvroute's own, fixed for every platform and release (little-
-// endian reads; golden values in tests/golden/chunk_key_test.cpp), so that
+// endian reads; golden values in tests/sync/sync_test.cpp), so that
 // replicas on different machines compute the same keys. It folds 64-bit
 // multiplies over four independent 32-byte lanes, so that a placement's
 // keys cost a fraction of its tree insert (benchmarks/sync_benchmark.cpp).

@@ -57,6 +57,7 @@ TEST_CASE("redis replicas: stop() sends what was emitted since the last flush", 
   KVROUTE_REQUIRE_REDIS(redis);
   auto o = fast_options("a", redis.url());
   o.flush_interval = std::chrono::minutes(10);  // after the first, only stop() flushes
+  o.flush_bytes = 0;
   Node a(o);
   Node b(fast_options("b", redis.url()));
   a.start();
@@ -68,6 +69,27 @@ TEST_CASE("redis replicas: stop() sends what was emitted since the last flush", 
   a.replicator.stop();
   CHECK(a.stats().batches_sent >= 1);
   REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  CHECK(b.hits(t, url));
+}
+
+TEST_CASE("redis replicas: an outbox that holds flush_bytes is sent before the interval ends",
+          "[redis]") {
+  RedisServer redis;
+  KVROUTE_REQUIRE_REDIS(redis);
+  auto o = fast_options("a", redis.url());
+  o.flush_interval = std::chrono::minutes(10);  // after the first, only the size flushes
+  o.flush_bytes = 1;
+  Node a(o);
+  Node b(fast_options("b", redis.url()));
+  a.start();
+  b.start();
+  REQUIRE(eventually([&] { return a.stats().connected; }));
+  std::this_thread::sleep_for(200ms);  // past the flush that follows the connection
+  CHECK(a.stats().batches_sent == 0);
+  const std::string t = text_of(7);
+  const std::string url = a.route(t);
+  REQUIRE(eventually([&] { return b.stats().changes_applied >= 1; }));
+  CHECK(a.stats().batches_sent >= 1);
   CHECK(b.hits(t, url));
 }
 

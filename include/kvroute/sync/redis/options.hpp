@@ -221,6 +221,13 @@ struct RedisReplicatorOptions {
 
   // How often the changes the policy emitted are sent.
   std::chrono::milliseconds flush_interval{50};
+  // They are also sent as soon as the outbox holds this many bytes (0:
+  // only every flush_interval), which is looked at every tenth of
+  // flush_interval. At high request rates this keeps the outbox small:
+  // what a selection writes there then stays in the CPU's caches instead
+  // of pushing the policy's trees out of them (benchmarks/sync_benchmark.cpp,
+  // BM_SyncChatPaired), and a burst does not fill it.
+  std::size_t flush_bytes = std::size_t{32} << 10;
   // How often this replica's load is sent, the other replicas' load applied
   // and the list of models read.
   std::chrono::milliseconds load_interval{250};

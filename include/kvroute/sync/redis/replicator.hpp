@@ -34,8 +34,9 @@
 // two connections (one waits for reads, so that writes never wait behind
 // it), in a loop:
 //
-//   * every flush_interval: drains the Outbox and XADDs one batch per
-//     model (the fleet's for worker removals). A batch that could not be
+//   * every flush_interval, and sooner once the Outbox holds flush_bytes:
+//     drains the Outbox and XADDs one batch per model (the fleet's for
+//     worker removals). A batch that could not be
 //     sent stays pending and goes first after the connection is back;
 //     while Redis is down the Outbox fills and drops (and counts): the
 //     policy never waits for Redis.
@@ -45,7 +46,8 @@
 //   * every snapshot_interval: writes the snapshot of every model it
 //     follows whose stream moved since its last write.
 //   * in between: waits for the reply of an XREAD BLOCK over every stream
-//     it follows (polling its socket until the next flush is due), and
+//     it follows (polling its socket until the next flush is due, looking
+//     at the Outbox's size every tenth of flush_interval), and
 //     applies what it reads. Before the next read, when it may have fallen
 //     behind (after a reconnection, a stall, or a read that found a stream
 //     far ahead), it checks that no stream was trimmed past what it read

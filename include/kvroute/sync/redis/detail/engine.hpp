@@ -130,6 +130,16 @@ class Engine {
   absl::Status on_connected();
   absl::Status step();
   absl::Status flush();
+  // The outbox holds flush_bytes or more: flush before the interval ends.
+  bool outbox_full() const {
+    return o_.flush_bytes > 0 && h_.outbox->held_bytes() >= o_.flush_bytes;
+  }
+  // How long a turn waits for a read at most: until the outbox is looked
+  // at again (outbox_full).
+  std::chrono::milliseconds look_interval() const {
+    if (o_.flush_bytes == 0) return o_.flush_interval;
+    return std::max(std::chrono::milliseconds(1), o_.flush_interval / 10);
+  }
   absl::Status publish_loads();
   void apply_loads();
   absl::Status refresh_models();
@@ -337,7 +347,7 @@ inline absl::Status Engine::on_connected() {
 
 inline absl::Status Engine::step() {
   const SteadyClock::time_point now = SteadyClock::now();
-  if (now >= next_flush_) {
+  if (now >= next_flush_ || outbox_full()) {
     if (absl::Status s = flush(); !s.ok()) return s;
     next_flush_ = now + o_.flush_interval;
   }

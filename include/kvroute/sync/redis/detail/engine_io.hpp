@@ -262,7 +262,8 @@ inline absl::Status Engine::send_read() {
 }
 
 // Waits for the read's reply until the next periodic work is due (a flush
-// at the latest), and applies it when it came. A reply later than
+// at the latest) or the outbox is to be looked at, and applies it when it
+// came. A reply later than
 // read_block plus command_timeout means the server hangs: Unavailable.
 inline absl::Status Engine::read_turn() {
   if (!read_pending_) {
@@ -279,7 +280,7 @@ inline absl::Status Engine::read_turn() {
   if (o_.snapshot_interval.count() > 0) due = std::min(due, next_snapshot_);
   const SteadyClock::time_point now = SteadyClock::now();
   const auto wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(due - now),
-                               std::chrono::milliseconds(0), o_.flush_interval);
+                               std::chrono::milliseconds(0), look_interval());
   pollfd p{reader_.fd(), POLLIN, 0};
   const int n = ::poll(&p, 1, static_cast<int>(wait.count()));
   if (n == 0 || (n < 0 && errno == EINTR)) {
