@@ -257,7 +257,38 @@ TEST_CASE("sync: the text store gives back the prefix an anchor names", "[sync]"
   CHECK_FALSE(store.contains(chunk_key_at(t4, 4) ^ 1, 5));
 }
 
-TEST_CASE("sync: the text store's lookups never wait for a writer", "[sync]") {
+namespace {
+
+// Holds a text store's lock on a thread of its own from construction to
+// release(), as an add() that takes long (growing the index) would.
+class StoreWriter {
+ public:
+  explicit StoreWriter(kvroute::sync::TextStore& store)
+      : thread_([this, &store] {
+          kvroute::detail::MutexLock lock(&kvroute::detail::TextStoreTestAccess::mutex(store));
+          held_.count_down();
+          done_.wait();
+        }) {
+    held_.wait();
+  }
+  StoreWriter(const StoreWriter&) = delete;
+  StoreWriter& operator=(const StoreWriter&) = delete;
+  ~StoreWriter() { release(); }
+  void release() {
+    if (!thread_.joinable()) return;
+    done_.count_down();
+    thread_.join();
+  }
+
+ private:
+  std::latch held_{1};
+  std::latch done_{1};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("sync: what a selection asks of the text store never waits for a writer", "[sync]") {
   using kvroute::sync::chunk_key_at;
   kvroute::sync::TextStore store;
   const std::string t = text_of(4 * kChunkBytes, 7);
@@ -265,23 +296,36 @@ TEST_CASE("sync: the text store's lookups never wait for a writer", "[sync]") {
   REQUIRE(store.add(c, 0));
   const std::string next = t + text_of(2 * kChunkBytes, 8);
   REQUIRE(store.contains(chunk_key_at(t, 3), 4));
-  std::latch held(1);
-  std::latch done(1);
-  std::thread writer([&] {  // an add() that takes long, growing the index
-    kvroute::detail::MutexLock lock(&kvroute::detail::TextStoreTestAccess::mutex(store));
-    held.count_down();
-    done.wait();
-  });
-  held.wait();
-  // A selection asks while the writer holds the store: not kept, at once.
-  CHECK_FALSE(store.contains(chunk_key_at(t, 3), 4));
-  kvroute::sync::TextChunks busy(next);
-  CHECK(store.deepest(busy, 6) == 0);
-  done.count_down();
-  writer.join();
-  CHECK(store.contains(chunk_key_at(t, 3), 4));
-  kvroute::sync::TextChunks free(next);
-  CHECK(store.deepest(free, 6) == 4);
+
+  SECTION("lookups answer at once that nothing is kept") {
+    StoreWriter writer(store);
+    CHECK_FALSE(store.contains(chunk_key_at(t, 3), 4));
+    kvroute::sync::TextChunks busy(next);
+    CHECK(store.deepest(busy, 6) == 0);
+    writer.release();
+    CHECK(store.contains(chunk_key_at(t, 3), 4));
+    kvroute::sync::TextChunks free(next);
+    CHECK(store.deepest(free, 6) == 4);
+  }
+  SECTION("try_add returns at once and keeps nothing") {
+    // A text that extends a kept one (its anchor is looked up first) and
+    // a new one.
+    const std::string other = text_of(3 * kChunkBytes, 9);
+    StoreWriter writer(store);
+    kvroute::sync::TextChunks busy_next(next);
+    CHECK_FALSE(store.try_add(busy_next, 4));
+    kvroute::sync::TextChunks busy_other(other);
+    CHECK_FALSE(store.try_add(busy_other, 0));
+    writer.release();
+    CHECK_FALSE(store.contains(chunk_key_at(next, 5), 6));
+    CHECK_FALSE(store.contains(chunk_key_at(other, 2), 3));
+    kvroute::sync::TextChunks free_next(next);
+    CHECK(store.try_add(free_next, 4));
+    CHECK(store.contains(chunk_key_at(next, 5), 6));
+    kvroute::sync::TextChunks free_other(other);
+    CHECK(store.try_add(free_other, 0));
+    CHECK(store.contains(chunk_key_at(other, 2), 3));
+  }
 }
 
 TEST_CASE("sync: the text store keeps at most max_bytes", "[sync]") {

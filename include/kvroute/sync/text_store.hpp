@@ -27,10 +27,10 @@
 // Thread safety: thread-safe; one reader-writer mutex, held per call
 // (lookups share it). Keys are computed before it is taken, but for a text
 // that starts a new generation; a dropped generation is freed after it is
-// released. The lookups a selection makes (contains, deepest) never wait
-// for it: while an add() holds it (which can take milliseconds when the
-// index grows), they answer as if nothing were kept, and the selection
-// sends its whole text.
+// released. What a selection calls (contains, deepest, try_add) never
+// waits for it: while an add() holds it (which can take milliseconds when
+// the index grows), the lookups answer as if nothing were kept, and the
+// selection sends its whole text; try_add keeps nothing.
 
 #ifndef KVROUTE_SYNC_TEXT_STORE_HPP_
 #define KVROUTE_SYNC_TEXT_STORE_HPP_
@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,60 +67,12 @@ class TextStore {
   // on (from <= chunks.size()); by all of them when the chunk before
   // `from` is not here. False when the text is not kept (too long, no
   // whole chunk, or out of memory).
-  bool add(TextChunks& chunks, std::size_t from) noexcept {
-    const std::string_view text = chunks.text();
-    const std::size_t n = chunks.size();
-    if (n == 0 || text.size() > half_) return false;
-    from = std::min(from, n);
-    if (!chunks.compute_from(from > 0 ? from - 1 : 0)) return false;
-    if (from > 0 && !holds(chunks.key(from - 1))) {
-      // The chunks before are nowhere, or in the generation dropped next:
-      // this text brings them.
-      from = 0;
-      if (!chunks.compute_from(0)) return false;
-    }
-    Generation dropped;  // freed after the lock is released
-    detail::MutexLock lock(&mu_);
-    try {
-      if (cur_.bytes + text.size() > half_) {
-        dropped = std::exchange(old_, std::move(cur_));
-        cur_ = Generation();
-        // The chunks before `from` are in the generation dropped next now:
-        // this text brings them (the keys are computed under the lock, once
-        // per generation).
-        if (from > 0 && !chunks.compute_from(0)) return false;
-        from = 0;
-      }
-      std::uint32_t slot = 0;
-      bool replaced = false;
-      if (from > 0) {
-        auto it = cur_.where.find(chunks.key(from - 1));
-        if (it != cur_.where.end()) {
-          std::string& held = cur_.texts[it->second];
-          // Held is the new text's prefix in whole chunks: the new one
-          // takes its place (its tail after the last whole chunk, never
-          // findable, is all that goes).
-          if (whole_chunks(held.size()) == from &&
-              chunk_key_at(held, from - 1) == chunks.key(from - 1)) {
-            slot = it->second;
-            cur_.bytes = cur_.bytes - held.size() + text.size();
-            held.resize(from * kChunkBytes);
-            held.append(text.substr(from * kChunkBytes));
-            replaced = true;
-          }
-        }
-      }
-      if (!replaced) {
-        slot = static_cast<std::uint32_t>(cur_.texts.size());
-        cur_.texts.emplace_back(text);
-        cur_.bytes += text.size();
-      }
-      for (std::size_t i = from; i < n; ++i) cur_.where[chunks.key(i)] = slot;
-    } catch (...) {
-      return false;
-    }
-    return true;
-  }
+  bool add(TextChunks& chunks, std::size_t from) noexcept { return add(chunks, from, true); }
+
+  // add(), but never waits for the store's lock: while another call holds
+  // it, false and nothing kept (for a selection's path: the header says
+  // why).
+  bool try_add(TextChunks& chunks, std::size_t from) noexcept { return add(chunks, from, false); }
 
   // Appends to `*out` the first `n` whole chunks of a kept text whose
   // chunk n - 1 has key `anchor`. False (and `*out` unchanged) when none
@@ -191,9 +144,17 @@ class TextStore {
     return nullptr;
   }
 
-  bool holds(std::uint64_t key) const noexcept {
-    detail::ReaderMutexLock lock(&mu_);
-    return cur_.where.contains(key);
+  // Whether the newer generation has a chunk with key `key`; none when
+  // the caller does not `wait` and another call holds the store.
+  std::optional<bool> holds(std::uint64_t key, bool wait) const noexcept {
+    if (wait) {
+      mu_.lock_shared();
+    } else if (!mu_.try_lock_shared()) {
+      return std::nullopt;
+    }
+    const bool found = cur_.where.contains(key);
+    mu_.unlock_shared();
+    return found;
   }
 
   struct Generation {
@@ -201,6 +162,78 @@ class TextStore {
     absl::flat_hash_map<std::uint64_t, std::uint32_t> where;  // chunk key -> text
     std::size_t bytes = 0;
   };
+
+  bool add(TextChunks& chunks, std::size_t from, bool wait) noexcept {
+    const std::size_t n = chunks.size();
+    if (n == 0 || chunks.text().size() > half_) return false;
+    from = std::min(from, n);
+    if (!chunks.compute_from(from > 0 ? from - 1 : 0)) return false;
+    if (from > 0) {
+      const std::optional<bool> held = holds(chunks.key(from - 1), wait);
+      if (!held.has_value()) return false;  // busy, and the caller does not wait
+      if (!*held) {
+        // The chunks before are nowhere, or in the generation dropped
+        // next: this text brings them.
+        from = 0;
+        if (!chunks.compute_from(0)) return false;
+      }
+    }
+    Generation dropped;  // freed after the lock is released
+    if (wait) {
+      mu_.lock();
+    } else if (!mu_.try_lock()) {
+      return false;
+    }
+    const bool kept = keep(chunks, from, &dropped);
+    mu_.unlock();
+    return kept;
+  }
+
+  // add()'s work under the lock; a generation it drops goes to `*dropped`.
+  bool keep(TextChunks& chunks, std::size_t from, Generation* dropped) noexcept
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::string_view text = chunks.text();
+    const std::size_t n = chunks.size();
+    try {
+      if (cur_.bytes + text.size() > half_) {
+        *dropped = std::exchange(old_, std::move(cur_));
+        cur_ = Generation();
+        // The chunks before `from` are in the generation dropped next now:
+        // this text brings them (the keys are computed under the lock, once
+        // per generation).
+        if (from > 0 && !chunks.compute_from(0)) return false;
+        from = 0;
+      }
+      std::uint32_t slot = 0;
+      bool replaced = false;
+      if (from > 0) {
+        auto it = cur_.where.find(chunks.key(from - 1));
+        if (it != cur_.where.end()) {
+          std::string& held = cur_.texts[it->second];
+          // Held is the new text's prefix in whole chunks: the new one
+          // takes its place (its tail after the last whole chunk, never
+          // findable, is all that goes).
+          if (whole_chunks(held.size()) == from &&
+              chunk_key_at(held, from - 1) == chunks.key(from - 1)) {
+            slot = it->second;
+            cur_.bytes = cur_.bytes - held.size() + text.size();
+            held.resize(from * kChunkBytes);
+            held.append(text.substr(from * kChunkBytes));
+            replaced = true;
+          }
+        }
+      }
+      if (!replaced) {
+        slot = static_cast<std::uint32_t>(cur_.texts.size());
+        cur_.texts.emplace_back(text);
+        cur_.bytes += text.size();
+      }
+      for (std::size_t i = from; i < n; ++i) cur_.where[chunks.key(i)] = slot;
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
 
   const std::size_t half_;
   mutable detail::Mutex mu_;

@@ -402,8 +402,11 @@ class SyncHub {
       }
       m->note_tail(chunks.key_at(chunks.size() - 1));
       // Kept here until the host notes what it sent (note_sent), which
-      // keeps it on the transport's thread instead.
-      if (!noted_.load(std::memory_order_relaxed)) (void)m->texts.add(chunks, from);
+      // keeps it on the transport's thread instead. Never waits for the
+      // store: a text not kept here costs at most a later placement that
+      // extends it, once the tail table has forgotten it, its prefix sent
+      // again.
+      if (!noted_.load(std::memory_order_relaxed)) (void)m->texts.try_add(chunks, from);
     }
     s.placed_text(model, worker, static_cast<std::uint32_t>(from), anchor,
                   chunks.text().substr(from * sync::kChunkBytes));
