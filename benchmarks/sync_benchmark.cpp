@@ -12,7 +12,9 @@
 //     in turn, the outbox drained as the Redis transport drains it at two
 //     request rates (per_flush: 30 or 250 requests per flush interval):
 //     counter `cost`, the ratio of their times, is the figure the 10%
-//     target is read on, since separate runs differ by about as much.
+//     target is read on, since separate runs differ by about as much;
+//   * BM_ChunkKeys: the chunk keys alone, against XXH64 over the same
+//     chunks.
 //
 // Modes:
 //   * no_sink: the policy alone, the reference in the same run;
@@ -305,8 +307,40 @@ void BM_SyncChatPaired(benchmark::State& state) {
   state.counters["requests_per_drain"] = n / static_cast<double>(std::max<std::size_t>(1, drains));
 }
 
+// What a placement sent as keys costs per chunk: the keys of a 64 KiB
+// text's 512 chunks (sync/chunk_key.hpp), against XXH64 over the same
+// chunks (detail/stable_hash.hpp) in the same run. Counter:
+// time_per_chunk (seconds).
+void BM_ChunkKeys(benchmark::State& state) {
+  const bool reference = state.range(0) == 1;
+  std::string text;
+  for (const std::string& t : kvbench::make_chat(64, 5)) text += t;
+  text.resize(std::size_t{64} << 10, ' ');
+  std::vector<std::uint64_t> keys;
+  keys.reserve(kvroute::sync::whole_chunks(text.size()));
+  for (auto _ : state) {
+    keys.clear();
+    if (reference) {
+      for (std::size_t i = 0; i < text.size() / kvroute::sync::kChunkBytes; ++i) {
+        keys.push_back(
+            kvroute::detail::xxh64(std::string_view(text).substr(i * kvroute::sync::kChunkBytes,
+                                                                 kvroute::sync::kChunkBytes),
+                                   i));
+      }
+    } else {
+      (void)kvroute::sync::append_chunk_keys(text, 0, &keys);
+    }
+    benchmark::DoNotOptimize(keys.data());
+  }
+  const auto chunks = static_cast<double>(state.iterations() * keys.size());
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  state.counters["time_per_chunk"] =
+      benchmark::Counter(chunks, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
+BENCHMARK(BM_ChunkKeys)->ArgName("xxh64")->Arg(0)->Arg(1);
 BENCHMARK_TEMPLATE(BM_SyncMix, kvroute::CacheAware)
     ->ArgName("mode")
     ->Arg(kNoSink)
