@@ -36,10 +36,10 @@
 //
 //   * every flush_interval, and sooner once the Outbox holds flush_bytes:
 //     drains the Outbox and XADDs one batch per model (the fleet's for
-//     worker removals). A batch that could not be
-//     sent stays pending and goes first after the connection is back;
-//     while Redis is down the Outbox fills and drops (and counts): the
-//     policy never waits for Redis.
+//     worker removals). A batch that could not be sent stays pending and
+//     goes first after the connection is back; while Redis is down the
+//     Outbox fills and drops (and counts): the policy never waits for
+//     Redis.
 //   * every load_interval: XADDs this replica's load (local_loads), applies
 //     the other replicas' (expired after load_ttl) and reads the set of
 //     models.

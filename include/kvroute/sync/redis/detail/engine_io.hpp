@@ -263,8 +263,8 @@ inline absl::Status Engine::send_read() {
 
 // Waits for the read's reply until the next periodic work is due (a flush
 // at the latest) or the outbox is to be looked at, and applies it when it
-// came. A reply later than
-// read_block plus command_timeout means the server hangs: Unavailable.
+// came. A reply later than read_block plus command_timeout means the
+// server hangs: Unavailable.
 inline absl::Status Engine::read_turn() {
   if (!read_pending_) {
     // A reader that stalled (slow hooks, a busy host) may have been passed
