@@ -321,7 +321,7 @@ void BM_ChunkKeys(benchmark::State& state) {
   for (auto _ : state) {
     keys.clear();
     if (reference) {
-      for (std::size_t i = 0; i < text.size() / kvroute::sync::kChunkBytes; ++i) {
+      for (std::size_t i = 0; i < kvroute::sync::whole_chunks(text.size()); ++i) {
         keys.push_back(
             kvroute::detail::xxh64(std::string_view(text).substr(i * kvroute::sync::kChunkBytes,
                                                                  kvroute::sync::kChunkBytes),
